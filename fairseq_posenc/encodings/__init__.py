@@ -1,0 +1,14 @@
+"""Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them."""
+
+from . import diet_rel, input, shaw, t5  # noqa: F401  (registration)
+from .base import PositionEncoding, PositionMemo, RelativeScalarBias
+from .registry import ENCODINGS, get_encoding, register_encoding
+
+__all__ = [
+    "ENCODINGS",
+    "PositionEncoding",
+    "PositionMemo",
+    "RelativeScalarBias",
+    "get_encoding",
+    "register_encoding",
+]

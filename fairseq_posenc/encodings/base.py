@@ -1,0 +1,168 @@
+"""What every position encoding shares: where it acts, sharing across layers, caching.
+
+An encoding acts either at the input (fairseq's own position embeddings; self-attention
+stays stock) or inside self-attention, through two hooks that
+:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` calls:
+
+* :meth:`PositionEncoding.logit_bias` -- a term added to the scaled logits ``e_ij``;
+* :meth:`PositionEncoding.value_term` -- a term added to the attention output (only
+  encodings that need the attention probabilities, e.g. Shaw's value table).
+
+Biases that do not depend on content are cached in a :class:`PositionMemo`: the stack
+(encoder or decoder) opens one per forward, so a table shared by all layers is expanded
+once per forward, and during incremental decoding the decoder keeps one per generated
+sequence, so each step only slices a precomputed per-distance table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from typing import Any, ClassVar, Iterator, Optional
+
+from torch import Tensor, nn
+
+from ..positions import distance_range, expand_distance_bias
+
+
+class PositionMemo:
+    """Cache shared by the self-attention layers of one stack.
+
+    ``store`` is ``None`` outside a forward (nothing is cached: e.g. when activation
+    checkpointing recomputes a layer during backward), a fresh dict during a full forward,
+    and the per-sequence dict kept in fairseq's ``incremental_state`` while decoding.
+    """
+
+    def __init__(self) -> None:
+        self.store: Optional[dict[Any, Any]] = None
+        self.incremental = False
+
+    @contextlib.contextmanager
+    def scope(self, store: Optional[dict[Any, Any]] = None) -> Iterator[None]:
+        saved = self.store, self.incremental
+        self.incremental = store is not None
+        self.store = {} if store is None else store
+        try:
+            yield
+        finally:
+            self.store, self.incremental = saved
+
+
+class PositionEncoding(nn.Module):
+    """Base class. Subclasses set ``name`` and implement the hooks they need."""
+
+    name: ClassVar[str]
+    #: True for encodings added to the input embeddings (self-attention untouched).
+    at_input: ClassVar[bool] = False
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this encoding's hyperparameters (flags prefixed with its name)."""
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        """Raise ``ValueError`` with a fix for hyperparameters that make no sense."""
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        """One module for all layers of a stack (True) or one per layer (False)."""
+        return False
+
+    @classmethod
+    def build(
+        cls,
+        args: argparse.Namespace,
+        *,
+        num_heads: int,
+        head_dim: int,
+        causal: bool,
+        max_positions: int,
+    ) -> "PositionEncoding":
+        raise NotImplementedError
+
+    @classmethod
+    def build_stack(
+        cls, args: argparse.Namespace, num_layers: int, **kwargs: Any
+    ) -> list["PositionEncoding"]:
+        """One encoding per layer; layer-shared encodings repeat the same module."""
+        if cls.shares_layers(args):
+            return [cls.build(args, **kwargs)] * num_layers
+        return [cls.build(args, **kwargs) for _ in range(num_layers)]
+
+    @classmethod
+    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+        """Longest sequence the encoding supports (absolute encodings), else None."""
+        return None
+
+    # -- hooks called by the attention ------------------------------------------------
+    has_value_term: bool = False
+
+    def logit_bias(
+        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo
+    ) -> Optional[Tensor]:
+        """Term added to ``e_ij`` (after scaling), broadcastable to ``(B, H, q_len, k_len)``.
+
+        ``q`` is the already scaled query ``(B, H, q_len, d_h)``; content-free encodings
+        ignore it.
+        """
+        return None
+
+    def value_term(self, probs: Tensor, q_offset: int, memo: PositionMemo) -> Tensor:
+        """Term added to ``sum_j p_ij v_j``, shape ``(B, H, q_len, d_h)``."""
+        raise NotImplementedError
+
+
+class RelativeScalarBias(PositionEncoding):
+    """``e_ij += b_h(r)``: a content-free scalar per head and relative distance ``r = j - i``.
+
+    Subclasses implement :meth:`distance_bias` for a range of distances; this class
+    expands it to the ``(H, q_len, k_len)`` bias and caches both the per-distance table and
+    the expansion in the stack's :class:`PositionMemo`.
+    """
+
+    def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
+        """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""
+        raise NotImplementedError
+
+    def _per_distance(self, r_lo: int, r_hi: int, memo: PositionMemo) -> tuple[Tensor, int]:
+        store = memo.store
+        key = (id(self), "per_distance")
+        hit = store.get(key) if store is not None else None
+        if hit is not None and hit[1] <= r_lo and hit[2] >= r_hi:
+            return hit[0], hit[1]
+        if memo.incremental:
+            # Decoding grows the needed range by one per step: allocate ahead so the
+            # following steps slice instead of recomputing.
+            r_lo, r_hi = 2 * r_lo - 16, (2 * r_hi + 16 if r_hi > 0 else r_hi)
+        table = self.distance_bias(r_lo, r_hi)
+        if store is not None:
+            store[key] = (table, r_lo, r_hi)
+        return table, r_lo
+
+    def logit_bias(
+        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo
+    ) -> Tensor:
+        q_len = q.size(-2)
+        key = (id(self), q_len, k_len, q_offset)
+        store = memo.store
+        if store is not None and not memo.incremental and key in store:
+            return store[key]
+        table, r_lo = self._per_distance(*distance_range(q_len, k_len, q_offset), memo)
+        bias = expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
+        if store is not None and not memo.incremental:
+            store[key] = bias
+        return bias
+
+
+SHARING_CHOICES = ("none", "layer", "head")
+
+
+def check_positive(value: int, flag: str, hint: str) -> None:
+    if value is None or int(value) <= 0:
+        raise ValueError(f"{flag} must be a positive integer, got {value!r}. {hint}")
+
+
+def init_scalar_table(table: Tensor) -> None:
+    """Scalar position tables start as N(0, 0.02): BERT's initializer range, which the
+    DIET / REL-SCALAR experiments (BERT code base) use for every parameter."""
+    nn.init.normal_(table, mean=0.0, std=0.02)

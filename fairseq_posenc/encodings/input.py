@@ -1,0 +1,49 @@
+"""Position information added to the input embeddings: ``sinusoidal``, ``learned``, ``none``.
+
+These use fairseq's own embeddings (``SinusoidalPositionalEmbedding`` and
+``LearnedPositionalEmbedding``, both counting positions from the first real token, so a
+left-padded source is encoded like the same source alone); self-attention stays stock.
+
+* ``sinusoidal`` -- Vaswani et al. 2017, section 3.5: ``x_i + PE_i``.
+* ``learned`` -- Gehring et al. 2017 / Devlin et al. 2018: ``x_i + P_i``, ``P`` of size
+  ``max_positions x d``. Sequences longer than ``--max-source-positions`` /
+  ``--max-target-positions`` have no embedding: the model raises a clear error.
+* ``none`` -- the "Non-PE" baseline of the AT5 paper (Wu et al. 2021): no position
+  information at all; the decoder keeps only its causal mask.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+from .base import PositionEncoding
+from .registry import register_encoding
+
+
+class InputEncoding(PositionEncoding):
+    at_input = True
+    #: (no_token_positional_embeddings, learned_pos) for fairseq's transformer.
+    fairseq_flags: tuple[bool, bool]
+
+
+@register_encoding
+class Sinusoidal(InputEncoding):
+    name = "sinusoidal"
+    fairseq_flags = (False, False)
+
+
+@register_encoding
+class Learned(InputEncoding):
+    name = "learned"
+    fairseq_flags = (False, True)
+
+    @classmethod
+    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+        return max_positions
+
+
+@register_encoding
+class NoPosition(InputEncoding):
+    name = "none"
+    fairseq_flags = (True, False)

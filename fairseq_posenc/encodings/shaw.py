@@ -1,0 +1,89 @@
+"""``shaw``: relative position representations on keys and values (Shaw et al. 2018).
+
+Shaw et al. 2018, eqs. (3)-(5), with tensor2tensor's ``dot_product_attention_relative``:
+``e_ij = q_i.(k_j + aK[c]) / sqrt(d_h)``, ``z_i = sum_j p_ij (v_j + aV[c])``,
+``c = clip(j - i, -k, k)``. Separate key and value tables ``(2k+1) x d_h``, one pair per
+layer, shared by all heads; ``--shaw-clip`` is ``k`` (default 16); ``--shaw-no-value``
+drops the value term (Yang et al. 2019's simplification; then the fused attention path is
+used).
+
+No ``len x len x d_h`` tensor is built: the key term is ``q @ aK^T`` (``len x (2k+1)``)
+gathered by clipped distance, and the value term sums the probabilities per clipped
+distance (``len x (2k+1)``) and multiplies by ``aV``.
+
+Deviations: the causal decoder sees only ``c <= 0``, so its tables have the ``k + 1`` rows
+it can use (tensor2tensor allocates ``2k+1`` there and never trains the other ``k``).
+Tables start Xavier-uniform (tensor2tensor's default ``uniform_unit_scaling``, fan-avg).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..positions import clipped_index, relative_positions
+from .base import PositionEncoding, PositionMemo, check_positive
+from .registry import register_encoding
+
+
+@register_encoding
+class Shaw(PositionEncoding):
+    name = "shaw"
+
+    def __init__(self, head_dim: int, clip: int, causal: bool, values: bool) -> None:
+        super().__init__()
+        self.r_lo, self.r_hi = -clip, (0 if causal else clip)
+        rows = self.r_hi - self.r_lo + 1
+        self.rel_key = nn.Parameter(torch.empty(rows, head_dim))
+        nn.init.xavier_uniform_(self.rel_key)
+        self.rel_value: Optional[nn.Parameter] = None
+        if values:
+            self.rel_value = nn.Parameter(torch.empty(rows, head_dim))
+            nn.init.xavier_uniform_(self.rel_value)
+        self.has_value_term = values
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--shaw-clip", type=int, default=16, metavar="K",
+                            help="shaw: clip relative distances to [-K, K] (default 16)")
+        parser.add_argument("--shaw-no-value", action="store_true",
+                            help="shaw: no relative term on the values (keys only)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        check_positive(args.shaw_clip, "--shaw-clip",
+                       "Shaw et al. report flat BLEU for k >= 2 and use k = 16.")
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":
+        return cls(head_dim, args.shaw_clip, causal, not args.shaw_no_value)
+
+    def _index(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
+        """Clipped distance row of each (i, j); the same for every layer of the stack."""
+        key = ("shaw_index", self.r_lo, self.r_hi)
+        shape = (q_len, k_len, q_offset)
+        store = memo.store
+        hit = store.get(key) if store is not None else None
+        if hit is not None and hit[0] == shape:
+            return hit[1]
+        r = relative_positions(q_len, k_len, q_offset, self.rel_key.device)
+        idx = clipped_index(r, self.r_lo, self.r_hi)
+        if store is not None:
+            store[key] = (shape, idx)
+        return idx
+
+    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
+        idx = self._index(q.size(-2), k_len, q_offset, memo)
+        per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
+        return per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))
+
+    def value_term(self, probs: Tensor, q_offset: int, memo: PositionMemo) -> Tensor:
+        assert self.rel_value is not None
+        idx = self._index(probs.size(-2), probs.size(-1), q_offset, memo)
+        rows = self.rel_value.size(0)
+        per_distance = probs.new_zeros(*probs.shape[:-1], rows)
+        per_distance.scatter_add_(-1, idx.expand_as(probs), probs)
+        return torch.matmul(per_distance, self.rel_value.to(probs.dtype))

@@ -1,0 +1,291 @@
+"""fairseq glue: the ``transformer_posenc`` model, its encoder/decoder and arguments.
+
+The model is fairseq's args-based ``TransformerModel`` with
+
+* ``--pos-encoding NAME`` choosing the encoding (``fairseq_posenc.encodings``) and one flag
+  per hyperparameter of each encoding;
+* for input encodings, fairseq's own position embeddings configured accordingly;
+* for attention-level encodings, input positions off (as in the papers; ``--keep-input-
+  positions`` keeps them for ablations) and every encoder and decoder self-attention
+  replaced by :class:`PositionalMultiheadAttention`. Encoder-decoder attention is stock.
+
+Each stack (encoder, decoder) owns its encoding modules (one per layer, or one shared by
+all layers) and a :class:`PositionMemo` that it opens for each forward; the decoder keeps
+the memo in ``incremental_state`` while generating so per-step work is a slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any, Optional
+
+import torch
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerDecoder,
+    TransformerEncoder,
+    TransformerModel,
+)
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor, nn
+
+from .attention import PositionalMultiheadAttention
+from .checkpoint import decode_tag, encode_tag
+from .encodings import ENCODINGS, PositionMemo, get_encoding
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "sinusoidal"
+
+
+# --- arguments ----------------------------------------------------------------------
+
+
+def add_position_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("position encoding (fairseq-posenc)")
+    group.add_argument(
+        "--pos-encoding",
+        choices=sorted(ENCODINGS),
+        default=None,
+        help=f"position encoding (default: the architecture's, else {DEFAULT_ENCODING})",
+    )
+    group.add_argument(
+        "--keep-input-positions",
+        action="store_true",
+        help="with an attention-level encoding, also keep fairseq's input position "
+        "embeddings (ablation; the papers remove them)",
+    )
+    for encoding in ENCODINGS.values():
+        encoding.add_args(group)
+
+
+def fill_position_defaults(args: argparse.Namespace) -> None:
+    """Give unset position flags their defaults.
+
+    fairseq parses model flags with ``argument_default=SUPPRESS`` and leaves defaults to
+    the architecture function; this reads them off the flag definitions, so each default
+    is written once, next to its flag.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    add_position_args(parser)
+    for action in parser._actions:
+        if not hasattr(args, action.dest):
+            setattr(args, action.dest, action.default)
+
+
+def configure_positions(args: argparse.Namespace) -> None:
+    """Validate the encoding's flags and set fairseq's own position-embedding flags."""
+    args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
+    encoding = get_encoding(args.pos_encoding)
+    encoding.check_args(args)
+    if encoding.at_input:
+        wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
+        given = (
+            bool(args.no_token_positional_embeddings),
+            bool(args.encoder_learned_pos or args.decoder_learned_pos),
+        )
+        if given not in (wanted, (False, False)):
+            raise ValueError(
+                f"--pos-encoding {args.pos_encoding} conflicts with "
+                "--no-token-positional-embeddings / --encoder-learned-pos / "
+                "--decoder-learned-pos: choose the input encoding with --pos-encoding "
+                "(sinusoidal, learned or none) alone."
+            )
+        args.no_token_positional_embeddings, learned = wanted
+        args.encoder_learned_pos = args.decoder_learned_pos = learned
+    elif not args.keep_input_positions:
+        args.no_token_positional_embeddings = True
+
+
+# --- layers and stacks --------------------------------------------------------------
+
+
+class PositionalEncoderLayer(TransformerEncoderLayerBase):
+    def build_self_attention(self, embed_dim: int, cfg: TransformerConfig):
+        return PositionalMultiheadAttention(
+            embed_dim,
+            cfg.encoder.attention_heads,
+            dropout=cfg.attention_dropout,
+            q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+
+class PositionalDecoderLayer(TransformerDecoderLayerBase):
+    def build_self_attention(
+        self, embed_dim: int, cfg: TransformerConfig, add_bias_kv=False, add_zero_attn=False
+    ):
+        if add_bias_kv or add_zero_attn or cfg.cross_self_attention:
+            raise ValueError(
+                "attention-level position encodings do not support --cross-self-attention "
+                "or bias_kv / zero_attn in decoder self-attention"
+            )
+        return PositionalMultiheadAttention(
+            embed_dim,
+            cfg.decoder.attention_heads,
+            dropout=cfg.attention_dropout,
+            q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+
+def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
+    """Activation checkpointing and FSDP wrapping, as fairseq's ``build_*_layer`` do."""
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
+
+
+class PositionalStack:
+    """Mixin for the encoder and decoder: owns the encodings and the per-forward memo."""
+
+    args: argparse.Namespace
+    layers: nn.ModuleList
+    padding_idx: int
+
+    def _uses_attention_encoding(self) -> bool:
+        return not get_encoding(self.args.pos_encoding).at_input
+
+    def _setup_positions(self, causal: bool, max_positions: int, side: str) -> None:
+        encoding = get_encoding(self.args.pos_encoding)
+        self.pos_max_length = encoding.max_length(self.args, max_positions)
+        self.pos_side = side
+        self.pos_memo = PositionMemo()
+        if encoding.at_input:
+            return
+        first = self.layers[0].self_attn
+        per_layer = encoding.build_stack(
+            self.args,
+            len(self.layers),
+            num_heads=first.num_heads,
+            head_dim=first.head_dim,
+            causal=causal,
+            max_positions=max_positions,
+        )
+        self.pos_encodings = nn.ModuleList(list(dict.fromkeys(per_layer)))
+        for i, module in enumerate(per_layer):  # index: LayerDropModuleList's iter drops
+            self.layers[i].self_attn.attach(module, self.pos_memo)
+
+    def _check_length(self, tokens: Tensor) -> None:
+        limit = self.pos_max_length
+        if limit is None or tokens.size(1) <= limit:
+            return
+        longest = int(tokens.ne(self.padding_idx).sum(dim=1).max())
+        if longest > limit:
+            flag = "--max-source-positions" if self.pos_side == "source" else "--max-target-positions"
+            raise ValueError(
+                f"a {self.pos_side} sequence has {longest} tokens, but --pos-encoding "
+                f"{self.args.pos_encoding} has positions for only {limit} ({flag}). "
+                f"Train with a larger {flag}, shorten or skip long inputs "
+                "(--skip-invalid-size-inputs-valid-test), or use a relative encoding."
+            )
+
+
+class PositionalEncoder(PositionalStack, TransformerEncoder):
+    def __init__(self, args, dictionary, embed_tokens, return_fc: bool = False) -> None:
+        super().__init__(args, dictionary, embed_tokens, return_fc=return_fc)
+        self._setup_positions(causal=False, max_positions=args.max_source_positions, side="source")
+
+    def build_encoder_layer(self, args):
+        if not self._uses_attention_encoding():
+            return super().build_encoder_layer(args)
+        cfg = TransformerConfig.from_namespace(args)
+        return wrap_layer(PositionalEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+
+    def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False,
+                token_embeddings: Optional[Tensor] = None):
+        self._check_length(src_tokens)
+        with self.pos_memo.scope():
+            return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+
+
+class PositionalDecoder(PositionalStack, TransformerDecoder):
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn: bool = False,
+                 output_projection=None) -> None:
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        self._setup_positions(causal=True, max_positions=args.max_target_positions, side="target")
+
+    def build_decoder_layer(self, args, no_encoder_attn: bool = False):
+        if not self._uses_attention_encoding():
+            return super().build_decoder_layer(args, no_encoder_attn)
+        cfg = TransformerConfig.from_namespace(args)
+        return wrap_layer(PositionalDecoderLayer(cfg, no_encoder_attn), cfg)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                         full_context_alignment: bool = False, alignment_layer=None,
+                         alignment_heads=None):
+        self._check_length(prev_output_tokens)
+        store: Optional[dict[Any, Any]] = None
+        if incremental_state is not None:
+            # Kept for the whole generated sequence; never reordered (nothing in it
+            # depends on the batch), so it lives outside the attention's own buffer.
+            store = self.get_incremental_state(incremental_state, "pos_memo")
+            if store is None:
+                store = {}
+                self.set_incremental_state(incremental_state, "pos_memo", store)
+        with self.pos_memo.scope(store):
+            return super().extract_features(
+                prev_output_tokens, encoder_out, incremental_state,
+                full_context_alignment, alignment_layer, alignment_heads,
+            )
+
+
+# --- model --------------------------------------------------------------------------
+
+
+@register_model("transformer_posenc")
+class PosencTransformerModel(TransformerModel):
+    """fairseq's Transformer with a choice of position encoding (``--pos-encoding``)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_position_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        configure_positions(args)
+        return super().build_model(args, task)
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return PositionalEncoder(args, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        return PositionalDecoder(args, tgt_dict, embed_tokens,
+                                 no_encoder_attn=getattr(args, "no_cross_attention", False))
+
+    # The encoding travels with the weights (see checkpoint.py).
+    def get_extra_state(self) -> Tensor:
+        return encode_tag(self.args.pos_encoding)
+
+    def set_extra_state(self, state: Any) -> None:
+        theirs = decode_tag(state) if isinstance(state, torch.Tensor) else repr(state)
+        if theirs != self.args.pos_encoding:
+            raise ValueError(
+                f"this checkpoint was trained with --pos-encoding {theirs}, but the model "
+                f"being built uses --pos-encoding {self.args.pos_encoding}. "
+                "fairseq-generate and fairseq-interactive rebuild the model from the "
+                "checkpoint's own arguments; for fairseq-train --restore-file or "
+                f"--finetune-from-model pass the checkpoint's --arch and --pos-encoding {theirs}."
+            )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        if strict and "_extra_state" not in state_dict:
+            raise ValueError(
+                "this checkpoint was not written by fairseq-posenc's transformer_posenc "
+                "model (it has no position-encoding tag), so it cannot be loaded into "
+                f"--arch {getattr(self.args, 'arch', 'transformer_posenc')}. Load it with "
+                "the architecture it was trained with."
+            )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)

@@ -1,0 +1,88 @@
+"""Shared position machinery: relative distances, T5 buckets, per-distance tables.
+
+Pure tensor functions (no fairseq). Conventions, as in ``SPEC.md``:
+
+* ``i`` is the query position, ``j`` the key position, and the relative distance is
+  ``r = j - i`` (tensor2tensor, HF T5, the TUPE and AT5 code). Papers that write
+  ``R_{i-j}`` index the same table with the sign flipped; the set of parameters is the same.
+* Positions count real tokens. fairseq pads a batch on one side only (sources on the left,
+  targets on the right), so the real tokens of a row are contiguous and the distance
+  between two real tokens equals the difference of their indices in the padded row:
+  relative terms can be computed on indices and are padding-invariant by construction.
+* In incremental decoding the queries are the last ``q_len`` of ``k_len`` positions, i.e.
+  query ``i`` sits at position ``q_offset + i`` with ``q_offset = k_len - q_len``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def relative_positions(
+    q_len: int, k_len: int, q_offset: int = 0, device: Optional[torch.device] = None
+) -> Tensor:
+    """``r[i, j] = j - (q_offset + i)`` as a ``(q_len, k_len)`` long tensor."""
+    q = torch.arange(q_offset, q_offset + q_len, device=device)
+    k = torch.arange(k_len, device=device)
+    return k[None, :] - q[:, None]
+
+
+def distance_range(q_len: int, k_len: int, q_offset: int = 0) -> tuple[int, int]:
+    """Smallest and largest ``r = j - i`` that a ``(q_len, k_len)`` attention needs."""
+    return -(q_offset + q_len - 1), k_len - 1 - q_offset
+
+
+def t5_bucket(
+    r: Tensor, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
+) -> Tensor:
+    """T5's logarithmic bucket of each relative distance ``r = j - i`` (Raffel et al. 2020).
+
+    Follows HF ``T5Attention._relative_position_bucket``: with ``bidirectional`` half of the
+    buckets are for keys after the query (``r > 0``); otherwise (causal) all positive
+    distances fall into bucket 0 and ``n = max(-r, 0)``. Distances below
+    ``max_exact = nb // 2`` get a bucket each; larger ones share logarithmically wider
+    buckets up to ``max_distance``, beyond which everything lands in the last bucket.
+
+    The arithmetic keeps HF's order of operations, ``log(n / max_exact) / log(max_distance /
+    max_exact) * (nb - max_exact)``: bucket boundaries sit exactly on integers (n = 16, 64)
+    and a reordered product (``log(..) * precomputed_scale``) rounds 6.0 down to 5.99...
+    """
+    if bidirectional:
+        num_buckets //= 2
+        offset = (r > 0).long() * num_buckets
+        n = r.abs()
+    else:
+        offset = torch.zeros_like(r)
+        n = (-r).clamp(min=0)
+    max_exact = num_buckets // 2
+    large = max_exact + (
+        torch.log(n.float().clamp(min=max_exact) / max_exact)
+        / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return offset + torch.where(n < max_exact, n, large)
+
+
+def clipped_index(r: Tensor, lo: int, hi: int) -> Tensor:
+    """Row of a per-distance table covering ``r`` in ``[lo, hi]``: clip, then shift to 0."""
+    return r.clamp(min=lo, max=hi) - lo
+
+
+def expand_distance_bias(
+    per_distance: Tensor, r_lo: int, q_len: int, k_len: int, q_offset: int
+) -> Tensor:
+    """Turn ``per_distance[..., r - r_lo]`` into a ``(..., q_len, k_len)`` bias ``b[.., i, j]``.
+
+    A single query row (one incremental decoding step) needs contiguous distances, so it
+    is a slice of the table; several rows need a gather.
+    """
+    if q_len == 1:
+        start = -q_offset - r_lo
+        return per_distance[..., start : start + k_len].unsqueeze(-2)
+    idx = relative_positions(q_len, k_len, q_offset, per_distance.device) - r_lo
+    return per_distance[..., idx]

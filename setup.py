@@ -1,0 +1,28 @@
+"""fairseq-posenc: position encodings for fairseq Transformers (a --user-dir plugin).
+
+fairseq itself is not listed in install_requires: the installable build for Python 3.11 is
+the community wheel ``ve-fairseq==0.12.3`` (the official fairseq 0.12.2 does not build
+there), and it must be installed with --no-deps (its metadata asks for torchaudio, which
+would replace torch 2.13 with a CUDA build). scripts/setup_env.sh does all of this.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-posenc",
+    version="0.1.0",
+    description="Transformer position encodings (Shaw, T5, DIET, TUPE, ...) for fairseq",
+    long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["fairseq_posenc", "fairseq_posenc.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        "torch>=2.6",
+        "numpy<2",
+        "sacrebleu>=2.4",
+        "sentencepiece",
+        "sacremoses",
+        "subword-nmt",
+    ],
+    license="MIT",
+)
