@@ -107,15 +107,19 @@ def configure_positions(args: argparse.Namespace) -> None:
 # --- layers and stacks --------------------------------------------------------------
 
 
+def positional_self_attention(layer: nn.Module, heads: int, cfg: TransformerConfig):
+    return PositionalMultiheadAttention(
+        layer.embed_dim,
+        heads,
+        dropout=cfg.attention_dropout,
+        q_noise=layer.quant_noise,
+        qn_block_size=layer.quant_noise_block_size,
+    )
+
+
 class PositionalEncoderLayer(TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim: int, cfg: TransformerConfig):
-        return PositionalMultiheadAttention(
-            embed_dim,
-            cfg.encoder.attention_heads,
-            dropout=cfg.attention_dropout,
-            q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
-        )
+        return positional_self_attention(self, cfg.encoder.attention_heads, cfg)
 
 
 class PositionalDecoderLayer(TransformerDecoderLayerBase):
@@ -127,13 +131,7 @@ class PositionalDecoderLayer(TransformerDecoderLayerBase):
                 "attention-level position encodings do not support --cross-self-attention "
                 "or bias_kv / zero_attn in decoder self-attention"
             )
-        return PositionalMultiheadAttention(
-            embed_dim,
-            cfg.decoder.attention_heads,
-            dropout=cfg.attention_dropout,
-            q_noise=self.quant_noise,
-            qn_block_size=self.quant_noise_block_size,
-        )
+        return positional_self_attention(self, cfg.decoder.attention_heads, cfg)
 
 
 def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:

@@ -12,7 +12,7 @@
 #   SKIP_SETUP=1    do not run scripts/setup_env.sh; use the venv as it is
 #   DEMO_DIR        work directory (default <repo>/data/demo); relative paths are taken
 #                   from the current directory
-#   DEMO_UPDATES    training updates (default 800)
+#   DEMO_UPDATES    training updates (default 600)
 #   DEMO_ARCH_ARGS  model selection (default "--user-dir <repo>/fairseq_posenc
 #                   --arch transformer_tiny_$ENCODING"). A --user-dir given here is also
 #                   passed to fairseq-generate. Without one, generate runs with
@@ -29,12 +29,15 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ENCODING="${1:-diet_rel}"
 [ "$#" -gt 0 ] && shift
 EXTRA_TRAIN_ARGS=("$@")
+# The encoding names a directory that a rerun deletes: allow plain names only.
+[[ "$ENCODING" =~ ^[A-Za-z0-9_]+$ ]] \
+  || { echo "usage: bash scripts/demo.sh [ENCODING] [fairseq-train args...]" >&2; exit 2; }
 
 VENV="${POSENC_VENV:-$ROOT/.venv}"
 DEMO_DIR="${DEMO_DIR:-$ROOT/data/demo}"
 mkdir -p "$DEMO_DIR"
 DEMO_DIR="$(cd "$DEMO_DIR" && pwd)"
-UPDATES="${DEMO_UPDATES:-800}"
+UPDATES="${DEMO_UPDATES:-600}"
 ARCH_ARGS_STR="${DEMO_ARCH_ARGS:---user-dir $ROOT/fairseq_posenc --arch transformer_tiny_$ENCODING}"
 read -r -a ARCH_ARGS <<< "$ARCH_ARGS_STR"   # word-split on whitespace (no paths with spaces)
 
@@ -95,7 +98,10 @@ else
 
   step 4 "joint BPE ($BPE_MERGES merges, subword-nmt) -> $BPE"
   subword-nmt learn-joint-bpe-and-vocab --input "$TOK/train.en" "$TOK/train.de" \
-    -s "$BPE_MERGES" -o "$BPE/codes" --write-vocabulary "$BPE/vocab.en" "$BPE/vocab.de"
+    -s "$BPE_MERGES" -o "$BPE/codes" --write-vocabulary "$BPE/vocab.en" "$BPE/vocab.de" \
+    2> "$BPE/learn.log" || { tail -n 20 "$BPE/learn.log" >&2; die "BPE learning failed"; }
+  # The toy vocabulary is small: subword-nmt stops early once no pair occurs twice.
+  echo "[demo]   learned $(grep -vc '^#' "$BPE/codes") merges"
   for split in train valid test; do
     for lang in en de; do
       subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$lang" \

@@ -1,0 +1,74 @@
+"""Builders shared by the numeric tests: tiny models and single attention layers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+import torch
+from fairseq import options
+from fairseq.data import Dictionary
+from fairseq.tasks.translation import TranslationTask
+
+import fairseq_posenc  # noqa: F401  (registers the model)
+from fairseq_posenc.attention import PositionalMultiheadAttention
+from fairseq_posenc.encodings import PositionMemo, get_encoding
+from fairseq_posenc.models import fill_position_defaults
+
+INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
+ATTENTION_ENCODINGS = ["shaw", "t5", "diet_rel"]
+ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
+VOCAB = 40
+
+
+def dictionary() -> Dictionary:
+    d = Dictionary()
+    for i in range(VOCAB - len(d)):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transformer_tiny"):
+    """A tiny ``transformer_posenc`` model in eval mode, dropout 0, position parameters
+    drawn from N(0, 1) so that position terms are large enough to matter in comparisons."""
+    d = dictionary()
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser,
+        ["/nonexistent", "--task", "translation", "--arch", f"{arch}_{encoding}",
+         "--dropout", "0", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+         "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48", *extra],
+    )
+    model = TranslationTask(args, d, d).build_model(args)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "pos_encodings" in name or "embed_positions" in name:
+                p.normal_(0.0, 1.0)
+    return model.eval(), d
+
+
+def encoding_args(**overrides) -> argparse.Namespace:
+    args = argparse.Namespace(**overrides)
+    fill_position_defaults(args)
+    return args
+
+
+def build_attention(
+    encoding: str, *, causal: bool, embed_dim: int = 8, num_heads: int = 2,
+    max_positions: int = 12, **flags,
+) -> PositionalMultiheadAttention:
+    """One position-aware self-attention layer with its own encoding, in float64."""
+    torch.manual_seed(0)
+    attn = PositionalMultiheadAttention(embed_dim, num_heads)
+    enc = get_encoding(encoding).build(
+        encoding_args(**flags), num_heads=num_heads, head_dim=embed_dim // num_heads,
+        causal=causal, max_positions=max_positions,
+    )
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.normal_(0.0, 1.0)
+        for p in attn.parameters():  # projection biases start at 0: make them count
+            p.normal_(0.0, 0.5)
+    attn.attach(enc, PositionMemo())
+    attn.encoding_module = enc  # registered here so .double() converts it too
+    return attn.double().eval()
