@@ -12,12 +12,7 @@
 #   SKIP_SETUP=1    do not run scripts/setup_env.sh; use the venv as it is
 #   DEMO_DIR        work directory (default <repo>/data/demo); relative paths are taken
 #                   from the current directory
-#   DEMO_UPDATES    training updates (default 600)
-#   DEMO_ARCH_ARGS  model selection (default "--user-dir <repo>/fairseq_posenc
-#                   --arch transformer_tiny_$ENCODING"). A --user-dir given here is also
-#                   passed to fairseq-generate. Without one, generate runs with
-#                   TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 (fairseq 0.12 + torch >= 2.6 cannot load
-#                   its own checkpoints otherwise; the plugin fixes that when it is loaded).
+#   DEMO_UPDATES    training updates (default 1000)
 #   DEMO_REBUILD=1  re-create the corpus and binarized data even if they are up to date
 #
 # Outputs: $DEMO_DIR/{raw,tok,bpe,bin} (data, shared by all encodings) and
@@ -37,24 +32,12 @@ VENV="${POSENC_VENV:-$ROOT/.venv}"
 DEMO_DIR="${DEMO_DIR:-$ROOT/data/demo}"
 mkdir -p "$DEMO_DIR"
 DEMO_DIR="$(cd "$DEMO_DIR" && pwd)"
-UPDATES="${DEMO_UPDATES:-600}"
-ARCH_ARGS_STR="${DEMO_ARCH_ARGS:---user-dir $ROOT/fairseq_posenc --arch transformer_tiny_$ENCODING}"
-read -r -a ARCH_ARGS <<< "$ARCH_ARGS_STR"   # word-split on whitespace (no paths with spaces)
+UPDATES="${DEMO_UPDATES:-1000}"
+ARCH_ARGS=(--user-dir "$ROOT/fairseq_posenc" --arch "transformer_tiny_$ENCODING")
 
 N_STEPS=7
 step() { echo "[demo] step $1/$N_STEPS: $2"; }
 die() { echo "[demo] ERROR: $*" >&2; exit 1; }
-
-# --user-dir (if any) must be given to fairseq-generate too, or it cannot rebuild the model.
-GEN_USER_ARGS=()
-for ((i = 0; i < ${#ARCH_ARGS[@]}; i++)); do
-  case "${ARCH_ARGS[$i]}" in
-    --user-dir) GEN_USER_ARGS=(--user-dir "${ARCH_ARGS[$((i + 1))]}") ;;
-    --user-dir=*) GEN_USER_ARGS=("${ARCH_ARGS[$i]}") ;;
-  esac
-done
-GEN_ENV=()
-[ "${#GEN_USER_ARGS[@]}" -eq 0 ] && GEN_ENV=(TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1)
 
 # 1. environment
 if [ "${SKIP_SETUP:-0}" = 1 ]; then
@@ -68,6 +51,8 @@ for tool in python sacremoses subword-nmt fairseq-preprocess fairseq-train fairs
   [ -x "$BIN_DIR/$tool" ] || die "$BIN_DIR/$tool not found (run scripts/setup_env.sh or set POSENC_VENV)"
 done
 export PATH="$BIN_DIR:$PATH"
+known="$(python -c 'from fairseq_posenc.encodings import ENCODINGS; print(*sorted(ENCODINGS))' 2>/dev/null)"
+[[ " $known " == *" $ENCODING "* ]] || die "unknown encoding '$ENCODING'; choose one of: $known"
 export PYTHONUNBUFFERED=1
 
 RAW="$DEMO_DIR/raw" TOK="$DEMO_DIR/tok" BPE="$DEMO_DIR/bpe" DATA_BIN="$DEMO_DIR/bin"
@@ -138,15 +123,17 @@ train_secs=$((SECONDS - train_start))
 
 step 7 "translate the test set (beam 10) and score with sacreBLEU"
 GEN_LOG="$SAVE_DIR/generate.log"
-env "${GEN_ENV[@]}" fairseq-generate "$DATA_BIN" "${GEN_USER_ARGS[@]}" \
+fairseq-generate "$DATA_BIN" --user-dir "$ROOT/fairseq_posenc" \
   --path "$SAVE_DIR/checkpoint_best.pt" --beam 10 --lenpen 0.6 --remove-bpe \
   --required-batch-size-multiple 1 --batch-size 64 --gen-subset test > "$GEN_LOG" 2>&1 \
   || { tail -n 20 "$GEN_LOG" >&2; die "fairseq-generate failed (see $GEN_LOG)"; }
 # H-<id>\t<score>\t<hypothesis>, in batch order: sort by id, keep the text.
-grep -P '^H-\d+\t' "$GEN_LOG" | sed 's/^H-//' | sort -t $'\t' -k1,1n | cut -f3 > "$SAVE_DIR/hyp.tok.de"
+{ grep -E $'^H-[0-9]+\t' "$GEN_LOG" || true; } > "$SAVE_DIR/hyp.lines"
+sed 's/^H-//' "$SAVE_DIR/hyp.lines" | sort -t $'\t' -k1,1n | cut -f3 > "$SAVE_DIR/hyp.tok.de"
 n_ref=$(wc -l < "$RAW/test.de")
 n_hyp=$(wc -l < "$SAVE_DIR/hyp.tok.de")
-n_ids=$(grep -P '^H-\d+\t' "$GEN_LOG" | cut -f1 | sort -u | wc -l)
+n_ids=$(cut -f1 "$SAVE_DIR/hyp.lines" | sort -u | wc -l)
+rm -f "$SAVE_DIR/hyp.lines"
 [ "$n_hyp" -eq "$n_ref" ] && [ "$n_ids" -eq "$n_ref" ] \
   || die "fairseq-generate produced $n_hyp hypotheses ($n_ids distinct ids) for $n_ref test sentences"
 sacremoses -q -l de -j 2 detokenize -x < "$SAVE_DIR/hyp.tok.de" > "$SAVE_DIR/hyp.detok.de"
@@ -155,7 +142,7 @@ cat "$SAVE_DIR/bleu.json"
 read -r BLEU SIGNATURE < <(python -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["score"], d["signature"])' "$SAVE_DIR/bleu.json")
 
 echo "[demo] ==================== summary ===================="
-echo "[demo] encoding:   $ENCODING (${ARCH_ARGS_STR})"
+echo "[demo] encoding:   $ENCODING (--arch transformer_tiny_$ENCODING)"
 echo "[demo] updates:    $UPDATES, training took ${train_secs}s, total ${SECONDS}s"
 echo "[demo] test BLEU:  $BLEU  ($n_ref sentences, detokenized, vs raw $RAW/test.de)"
 echo "[demo] signature:  $SIGNATURE"
