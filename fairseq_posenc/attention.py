@@ -90,24 +90,30 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q = split_heads(self.q_proj(query)) * self.scaling
         k = split_heads(self.k_proj(query))
         v = split_heads(self.v_proj(query))
+        q, k = position.rotate_qk(q, k, self._cached_length(incremental_state), self.memo)
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
-        mask = position.logit_bias(q, src_len, q_offset, self.memo).to(q.dtype)
+        mask = position.logit_bias(q, src_len, q_offset, self.memo)
         if attn_mask is not None:
-            mask = mask + attn_mask.to(q.dtype)
+            mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
             pad = key_padding_mask.to(torch.bool).view(bsz, 1, 1, src_len)
+            mask = (torch.zeros_like(pad, dtype=q.dtype) if mask is None else mask)
             mask = mask.masked_fill(pad, float("-inf"))
-        if mask.dim() == 3:
-            mask = mask.unsqueeze(0)
+        if mask is not None:
+            mask = mask.to(q.dtype)
+            if mask.dim() < 4:
+                mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
 
         need_weights = need_weights or need_head_weights
         probs: Optional[Tensor] = None
         if position.has_value_term or need_weights:
-            logits = torch.matmul(q, k.transpose(-1, -2)) + mask
+            logits = torch.matmul(q, k.transpose(-1, -2))
+            if mask is not None:
+                logits = logits + mask
             probs = utils.softmax(logits, dim=-1).type_as(logits)
             dropped = self.dropout_module(probs)
             out = torch.matmul(dropped, v)
@@ -131,6 +137,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
             if not need_head_weights:
                 weights = weights.mean(dim=0)
         return out, weights
+
+    def _cached_length(
+        self, incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]]
+    ) -> int:
+        if incremental_state is None:
+            return 0
+        prev_key = self._get_input_buffer(incremental_state).get("prev_key")
+        return 0 if prev_key is None else prev_key.size(2)
 
     def _extend_cache(
         self,

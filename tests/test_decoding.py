@@ -137,6 +137,7 @@ def count_distance_tables(model, monkeypatch):
     ("t5", [], 1),
     ("diet_rel", ["--diet-rel-sharing", "layer"], 1),
     ("diet_rel", [], 2),  # one per layer (tiny models have 2)
+    ("alibi", [], 1),
 ])
 def test_content_free_bias_computed_once_per_forward(encoding, flags, tables_per_stack, monkeypatch):
     model, d = build_model(encoding, flags)

@@ -37,13 +37,19 @@ def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: 
 
 
 @torch.no_grad()
-def naive_attention(attn, x, causal, logit_term, value_term=None):
-    """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term)."""
+def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None):
+    """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
+    ``rotate(vector, position)`` first transforms every query and key (RoPE)."""
     T, B, C = x.shape
     H, D = attn.num_heads, attn.head_dim
     q = attn.q_proj(x).view(T, B, H, D)
     k = attn.k_proj(x).view(T, B, H, D)
     v = attn.v_proj(x).view(T, B, H, D)
+    if rotate is not None:
+        q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], t) for h in range(H)])
+                                      for b in range(B)]) for t in range(T)])
+        k = torch.stack([torch.stack([torch.stack([rotate(k[t, b, h], t) for h in range(H)])
+                                      for b in range(B)]) for t in range(T)])
     out = torch.zeros(T, B, H, D, dtype=x.dtype)
     for b in range(B):
         for h in range(H):
@@ -128,8 +134,56 @@ def test_shaw_attention(causal, values):
     assert (run(attn, x, causal) - want).abs().max() < TOL
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_heads", [4, 6])
+def test_alibi_attention(causal, num_heads):
+    # Press et al.: slopes 2^(-8/H), 2^(-16/H), ... for H a power of two; for H = 6 the
+    # slopes of H = 4 followed by the 1st and 3rd of H = 8.
+    def slopes(n):
+        return [2 ** (-8 * (h + 1) / n) for h in range(n)]
+
+    m = slopes(4) if num_heads == 4 else slopes(4) + slopes(8)[0:4:2]
+    attn = build_attention("alibi", causal=causal, embed_dim=2 * num_heads, num_heads=num_heads)
+    x = torch.randn(7, 2, 2 * num_heads, dtype=torch.float64)
+    want = naive_attention(attn, x, causal, lambda b, h, i, j, q: -m[h] * abs(j - i))
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
+def naive_rope(vec, p, base=10000.0):
+    """Su et al. eq. 34: pair (2i, 2i+1) turned by p * base^(-2i/d)."""
+    d = vec.numel()
+    out = vec.clone()
+    for i in range(d // 2):
+        a = p * base ** (-2 * i / d)
+        x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
+        out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
+        out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)
+    return out
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_rope_attention(causal):
+    attn = build_attention("rope", causal=causal, embed_dim=12, num_heads=2)
+    x = torch.randn(7, 2, 12, dtype=torch.float64)
+    want = naive_attention(attn, x, causal, lambda b, h, i, j, q: 0.0, rotate=naive_rope)
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
+def test_rope_logits_depend_on_distance_only():
+    attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
+    q, k = torch.randn(2, 1, 1, 6, dtype=torch.float64).unbind(0)
+    logits = []
+    for shift in (0, 37):
+        with attn.memo.scope():
+            qs, _ = attn.position.rotate_qk(q, q, shift + 3, attn.memo)
+            _, ks = attn.position.rotate_qk(k, k, shift + 8, attn.memo)
+        logits.append(float((qs * ks).sum()))
+    assert abs(logits[0] - logits[1]) < TOL
+
+
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
-                                            ("shaw", {"shaw_no_value": True})])
+                                            ("shaw", {"shaw_no_value": True}),
+                                            ("alibi", {}), ("rope", {})])
 def test_fused_and_explicit_paths_agree(encoding, flags):
     attn = build_attention(encoding, causal=False, **flags)
     x = torch.randn(6, 3, 8, dtype=torch.float64)
@@ -142,7 +196,8 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
     assert weights.shape == (3, 6, 6) and torch.all(weights[1, :, :2] == 0)
 
 
-@pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {})])
+@pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
+                                            ("alibi", {})])
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)
@@ -153,3 +208,41 @@ def test_relative_terms_are_shift_invariant(encoding, flags):
         shifted = enc.logit_bias(q, n + s, 0, memo)[..., s:, s:]
         plain = enc.logit_bias(q[:, :, s:], n, 0, memo)
     assert (shifted - plain).abs().max() < TOL
+
+
+def naive_sinusoid(p: int, d: int) -> list[float]:
+    """fairseq / tensor2tensor sinusoid: sines then cosines, rates 10000^(-i/(h-1))."""
+    h = d // 2
+    rates = [10000 ** (-i / (h - 1)) for i in range(h)]
+    return [math.sin(p * w) for w in rates] + [math.cos(p * w) for w in rates]
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "none"])
+def test_input_position_term(encoding):
+    """What the input encoding adds to the scaled token embedding, at real positions:
+    the k-th real token gets row k + padding_idx + 1 (fairseq's numbering), whatever the
+    padding of its row."""
+    from model_utils import build_model
+
+    model, d = build_model(encoding)
+    src = torch.randint(d.nspecial, 30, (2, 6))
+    src[0, :2] = d.pad()  # left padding
+    for stack, tokens in ((model.encoder, src), (model.decoder, src.flip(1))):  # right pad
+        with torch.no_grad():
+            tok = stack.embed_scale * stack.embed_tokens(tokens)
+            if stack is model.encoder:
+                added = stack.forward_embedding(tokens)[0] - tok
+            else:
+                added = (stack.embed_positions(tokens) if stack.embed_positions is not None
+                         else torch.zeros_like(tok))
+        for b in range(tokens.size(0)):
+            real = [t for t in range(tokens.size(1)) if tokens[b, t] != d.pad()]
+            for k, t in enumerate(real):
+                p = k + d.pad() + 1
+                if encoding == "sinusoidal":
+                    want = torch.tensor(naive_sinusoid(p, tok.size(-1)))
+                elif encoding == "learned":
+                    want = stack.embed_positions.weight[p]
+                else:
+                    want = torch.zeros(tok.size(-1))
+                assert (added[b, t] - want).abs().max() < 1e-5, (encoding, b, t)

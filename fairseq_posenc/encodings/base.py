@@ -97,6 +97,13 @@ class PositionEncoding(nn.Module):
     # -- hooks called by the attention ------------------------------------------------
     has_value_term: bool = False
 
+    def rotate_qk(
+        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo
+    ) -> tuple[Tensor, Tensor]:
+        """Transform this step's queries and keys (both at positions ``q_offset + t``)
+        before keys are cached; identity unless the encoding acts on q and k (RoPE)."""
+        return q, k
+
     def logit_bias(
         self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo
     ) -> Optional[Tensor]:

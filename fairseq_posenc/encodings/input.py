@@ -4,9 +4,14 @@ These use fairseq's own embeddings (``SinusoidalPositionalEmbedding`` and
 ``LearnedPositionalEmbedding``, both counting positions from the first real token, so a
 left-padded source is encoded like the same source alone); self-attention stays stock.
 
-* ``sinusoidal`` -- Vaswani et al. 2017, section 3.5: ``x_i + PE_i``.
+* ``sinusoidal`` -- Vaswani et al. 2017, section 3.5: ``x_i + PE_i``. Deviation (fairseq's,
+  from tensor2tensor): ``PE[p] = [sin(p w_0), .., sin(p w_{h-1}), cos(p w_0), .., cos(p w_{h-1})]``
+  with ``h = d/2`` and ``w_i = 10000^(-i/(h-1))`` -- sines and cosines concatenated rather
+  than interleaved, and ``h - 1`` where the paper has ``h``. Like every fairseq position
+  embedding it numbers the first real token ``padding_idx + 1`` (2 with the default
+  dictionary), not 0: a constant shift, which sinusoids encode as well as any other origin.
 * ``learned`` -- Gehring et al. 2017 / Devlin et al. 2018: ``x_i + P_i``, ``P`` of size
-  ``max_positions x d``. Sequences longer than ``--max-source-positions`` /
+  ``(max_positions + padding_idx + 1) x d`` (fairseq's rows start at ``padding_idx + 1``). Sequences longer than ``--max-source-positions`` /
   ``--max-target-positions`` have no embedding: the model raises a clear error.
 * ``none`` -- the "Non-PE" baseline of the AT5 paper (Wu et al. 2021): no position
   information at all; the decoder keeps only its causal mask.

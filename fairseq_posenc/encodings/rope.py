@@ -1,0 +1,82 @@
+"""``rope``: rotary position embedding (Su et al. 2021, RoFormer, eq. 34).
+
+Each head's query and key are rotated pair by pair: dimensions ``(2i, 2i+1)`` of the vector
+at position ``p`` turn by the angle ``p * theta_i``, ``theta_i = base^(-2i/d_h)``,
+``base = 10000`` (``--rope-base``). ``q_i . k_j`` then depends on positions only through
+``j - i``. Interleaved pairs as in the paper (GPT-NeoX rotates the two halves instead: the
+same family, a different pairing). Applied in every self-attention layer; no parameters.
+Keys are cached rotated, so decoding step ``t`` rotates only its own query and key.
+
+Positions are indices in the padded row: fairseq pads on one side only, so real tokens
+are contiguous and, the encoding being relative, the padding offset cancels.
+
+Not proposed by the papers this project reproduces; included because researchers comparing
+position encodings today expect it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch import Tensor
+
+from .base import PositionEncoding, PositionMemo
+from .registry import register_encoding
+
+
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the angles whose cos/sin are given."""
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+@register_encoding
+class Rope(PositionEncoding):
+    name = "rope"
+
+    def __init__(self, head_dim: int, base: float) -> None:
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"--pos-encoding rope needs an even head dimension, got {head_dim}")
+        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("theta", theta, persistent=False)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--rope-base", type=float, default=10000.0, metavar="B",
+                            help="rope: base of the rotation frequencies (default 10000)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        if not args.rope_base > 1:
+            raise ValueError(f"--rope-base must be greater than 1, got {args.rope_base}")
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        return True
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
+        return cls(head_dim, args.rope_base)
+
+    def _angles(self, end: int, memo: PositionMemo) -> tuple[Tensor, Tensor]:
+        """cos and sin of ``p * theta_i`` for positions ``0..end-1`` (at least), cached."""
+        key = (id(self), "angles")
+        store = memo.store
+        hit = store.get(key) if store is not None else None
+        if hit is not None and hit[0].size(0) >= end:
+            return hit
+        if memo.incremental:
+            end = 2 * end + 16  # decoding: grow ahead, later steps slice
+        angles = torch.arange(end, dtype=torch.float64, device=self.theta.device)[:, None] * self.theta
+        table = (angles.cos(), angles.sin())
+        if store is not None:
+            store[key] = table
+        return table
+
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo):
+        end = q_offset + q.size(-2)
+        cos, sin = self._angles(end, memo)
+        cos, sin = cos[q_offset:end].to(q.dtype), sin[q_offset:end].to(q.dtype)
+        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
