@@ -96,7 +96,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
-        mask = position.logit_bias(q, src_len, q_offset, self.memo)
+        mask = position.logit_bias(q, src_len, q_offset, self.memo, key_padding_mask)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:

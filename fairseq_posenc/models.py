@@ -178,7 +178,9 @@ class PositionalStack:
             return
         longest = int(tokens.ne(self.padding_idx).sum(dim=1).max())
         if longest > limit:
-            flag = "--max-source-positions" if self.pos_side == "source" else "--max-target-positions"
+            flag = get_encoding(self.args.pos_encoding).max_length_flag(self.args) or (
+                "--max-source-positions" if self.pos_side == "source" else "--max-target-positions"
+            )
             raise ValueError(
                 f"a {self.pos_side} sequence has {longest} tokens, but --pos-encoding "
                 f"{self.args.pos_encoding} has positions for only {limit} ({flag}). "

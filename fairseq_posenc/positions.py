@@ -31,6 +31,17 @@ def relative_positions(
     return k[None, :] - q[:, None]
 
 
+def real_positions(padding_mask: Optional[Tensor], length: int,
+                   device: Optional[torch.device] = None) -> Tensor:
+    """Absolute position of every token counted over real tokens only: ``(B, length)``, or
+    ``(1, length)`` when there is no padding. Padding gets 0 (it is masked as a key, and its
+    output as a query is never used)."""
+    if padding_mask is None:
+        return torch.arange(length, device=device)[None, :]
+    real = (~padding_mask.to(torch.bool)).long()
+    return (real.cumsum(dim=1) - 1).clamp(min=0)
+
+
 def distance_range(q_len: int, k_len: int, q_offset: int = 0) -> tuple[int, int]:
     """Smallest and largest ``r = j - i`` that a ``(q_len, k_len)`` attention needs."""
     return -(q_offset + q_len - 1), k_len - 1 - q_offset

@@ -138,6 +138,7 @@ def count_distance_tables(model, monkeypatch):
     ("diet_rel", ["--diet-rel-sharing", "layer"], 1),
     ("diet_rel", [], 2),  # one per layer (tiny models have 2)
     ("alibi", [], 1),
+    ("t5_nob", [], 1),
 ])
 def test_content_free_bias_computed_once_per_forward(encoding, flags, tables_per_stack, monkeypatch):
     model, d = build_model(encoding, flags)
@@ -176,3 +177,29 @@ def test_training_mode_uses_the_position_aware_path(encoding):
         model.train()  # dropout is 0
         train_out = model.encoder(src, lengths)["encoder_out"][0]
     assert (eval_out - train_out).abs().max() < TOL
+
+
+def test_diet_abs_product_once_per_forward_and_window(monkeypatch):
+    """P_Q P_K^T (the only matmul of a diet_abs model: attention runs fused) is computed
+    once per stack and forward with layer sharing, and a few times over 40 decoding steps."""
+    model, d = build_model("diet_abs")
+    products = []
+    matmul = torch.matmul
+
+    def counting(a, b, *args, **kwargs):
+        products.append(a.shape)
+        return matmul(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "matmul", counting)
+    src, lengths = random_source(d)
+    with torch.no_grad():
+        enc_out = model.encoder(src, lengths)
+        model.decoder(torch.full((3, 5), d.eos()), enc_out)
+        assert len(products) == 2  # encoder + decoder, not once per layer
+        products.clear()
+        prefix = torch.full((3, 1), d.eos())
+        state: dict = {}
+        for _ in range(40):
+            model.decoder(prefix, enc_out, incremental_state=state)
+            prefix = torch.cat([prefix, torch.full((3, 1), 5)], 1)
+    assert len(products) <= 3, products

@@ -88,3 +88,16 @@ def test_architecture_and_flag_disagree():
 def test_input_flags_conflicting_with_encoding():
     with pytest.raises(ValueError, match="choose the input encoding with --pos-encoding"):
         build_model("sinusoidal", ["--encoder-learned-pos"])
+
+
+def test_source_longer_than_diet_abs_table():
+    model, d = build_model("diet_abs", ["--diet-abs-max-len", "6"])
+    src = torch.randint(d.nspecial, 30, (1, 9))
+    with pytest.raises(ValueError, match="has 9 tokens, but --pos-encoding diet_abs has "
+                                         r"positions for only 6 \(--diet-abs-max-len\)"):
+        model.encoder(src, torch.tensor([9]))
+
+
+def test_non_positive_diet_abs_rank():
+    with pytest.raises(ValueError, match="--diet-abs-rank must be a positive integer"):
+        build_model("diet_abs", ["--diet-abs-rank", "0"])

@@ -37,7 +37,8 @@ def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: 
 
 
 @torch.no_grad()
-def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None):
+def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
+                    key_padding=None):
     """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
     ``rotate(vector, position)`` first transforms every query and key (RoPE)."""
     T, B, C = x.shape
@@ -54,7 +55,8 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None):
     for b in range(B):
         for h in range(H):
             for i in range(T):
-                keys = range(i + 1) if causal else range(T)
+                keys = [j for j in (range(i + 1) if causal else range(T))
+                        if key_padding is None or not key_padding[b, j]]
                 e = [float(q[i, b, h] @ k[j, b, h]) / math.sqrt(D) + logit_term(b, h, i, j, q[i, b, h])
                      for j in keys]
                 m = max(e)
@@ -113,6 +115,49 @@ def test_diet_rel_attention(causal, sharing):
     x = torch.randn(7, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
         table[0 if sharing == "head" else h, clip(j - i, -(n - 1), n - 1) + n - 1]))
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("flags", [{}, {"diet_abs_symmetric": True, "diet_abs_rank": 3},
+                                   {"diet_abs_sharing": "head"}])
+def test_diet_abs_attention_with_padding(causal, flags):
+    """DIET eq. (1) with positions counted over real tokens: row 1 is left-padded by 2, so
+    its i-th real token uses row/column i of P_Q P_K^T."""
+    attn = build_attention("diet_abs", causal=causal, max_positions=9, **flags)
+    p_q = attn.position.p_q
+    p_k = p_q if flags.get("diet_abs_symmetric") else attn.position.p_k
+    T, pad = 7, 2
+    x = torch.randn(T, 2, 8, dtype=torch.float64)
+    padding = torch.zeros(2, T, dtype=torch.bool)
+    if not causal:
+        padding[1, :pad] = True
+
+    def position(b, i):
+        return i - pad if (not causal and b == 1) else i
+
+    def term(b, h, i, j, q):
+        hh = 0 if flags.get("diet_abs_sharing") == "head" else h
+        return float(p_q[hh, max(position(b, i), 0)] @ p_k[hh, max(position(b, j), 0)])
+
+    want = naive_attention(attn, x, causal, term, key_padding=padding)
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
+    with attn.memo.scope():
+        got, _ = attn(x, x, x, key_padding_mask=padding if padding.any() else None,
+                      attn_mask=mask, need_weights=False)
+    rows = slice(None) if causal else slice(pad, None)  # padded queries are never used
+    assert (got[rows, 1] - want[rows, 1]).abs().max() < TOL
+    assert (got[:, 0] - want[:, 0]).abs().max() < TOL
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_t5_nob_attention(causal):
+    n = 3
+    attn = build_attention("t5_nob", causal=causal, t5_nob_max_len=n)
+    table = attn.position.rel_bias  # heads x distances -(n-1)..(n-1) (causal: ..0)
+    x = torch.randn(7, 2, 8, dtype=torch.float64)
+    want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
+        table[h, clip(j - i, -(n - 1), n - 1) + n - 1]))
     assert (run(attn, x, causal) - want).abs().max() < TOL
 
 
@@ -197,7 +242,7 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
 
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
-                                            ("alibi", {})])
+                                            ("alibi", {}), ("t5_nob", {})])
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)

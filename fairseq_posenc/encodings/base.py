@@ -94,6 +94,11 @@ class PositionEncoding(nn.Module):
         """Longest sequence the encoding supports (absolute encodings), else None."""
         return None
 
+    @classmethod
+    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
+        """The encoding's own flag that sets :meth:`max_length`, if one was given."""
+        return None
+
     # -- hooks called by the attention ------------------------------------------------
     has_value_term: bool = False
 
@@ -105,12 +110,14 @@ class PositionEncoding(nn.Module):
         return q, k
 
     def logit_bias(
-        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo
+        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+        key_padding_mask: Optional[Tensor] = None,
     ) -> Optional[Tensor]:
         """Term added to ``e_ij`` (after scaling), broadcastable to ``(B, H, q_len, k_len)``.
 
         ``q`` is the already scaled query ``(B, H, q_len, d_h)``; content-free encodings
-        ignore it.
+        ignore it. ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what
+        absolute encodings need to count positions over real tokens.
         """
         return None
 
@@ -147,7 +154,8 @@ class RelativeScalarBias(PositionEncoding):
         return table, r_lo
 
     def logit_bias(
-        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo
+        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+        key_padding_mask: Optional[Tensor] = None,
     ) -> Tensor:
         q_len = q.size(-2)
         key = (id(self), q_len, k_len, q_offset)

@@ -75,7 +75,8 @@ class Shaw(PositionEncoding):
             store[key] = (shape, idx)
         return idx
 
-    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
+    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
         idx = self._index(q.size(-2), k_len, q_offset, memo)
         per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
         return per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))

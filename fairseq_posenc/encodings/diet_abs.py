@@ -1,0 +1,119 @@
+"""``diet_abs``: decoupled absolute positional attention (DIET-ABS = ABS-SCALAR).
+
+Chen et al. 2021b (DIET), eq. (1): ``e_ij = q_i.k_j / sqrt(d_h) + (P_Q P_K^T)_ij`` per head,
+``P_Q, P_K: n x d_p`` with rank ``d_p`` = ``--diet-abs-rank`` (default ``d_h``, the paper's
+default) and ``n`` = ``--diet-abs-max-len`` (default the stack's max positions). The
+position term is not scaled. ``--diet-abs-symmetric`` ties ``P_K = P_Q`` (Chen et al.
+2021a's ABS-SCALAR, ``P P^T``).
+
+Sharing (``--diet-abs-sharing``, DIET section 5): ``layer`` (default, the paper's choice for
+DIET-ABS: one set of per-head tables for all layers), ``none``, or ``head`` (one table per
+layer for all heads). ``P_Q P_K^T`` is a content-free ``H x n x n`` matrix: it is computed
+once per forward for the positions in use (once for all layers when shared) and, while
+decoding, once for a window that grows geometrically, so each step gathers from it.
+
+Positions count real tokens (``i``-th real token = position ``i``), so a left-padded source
+is encoded exactly like the same source alone. A sequence longer than ``n`` is an error.
+The per-head segment term ``E_S`` of eq. (1) is a separate option (segment attention).
+Tables start as N(0, 0.02) (BERT's initializer range).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..positions import real_positions
+from .base import (
+    SHARING_CHOICES,
+    PositionEncoding,
+    PositionMemo,
+    check_positive,
+    init_scalar_table,
+)
+from .registry import register_encoding
+
+
+@register_encoding
+class DietAbs(PositionEncoding):
+    name = "diet_abs"
+
+    def __init__(self, num_heads: int, max_len: int, rank: int, symmetric: bool) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.p_q = nn.Parameter(torch.empty(num_heads, max_len, rank))
+        init_scalar_table(self.p_q)
+        self.p_k: Optional[nn.Parameter] = None
+        if not symmetric:
+            self.p_k = nn.Parameter(torch.empty(num_heads, max_len, rank))
+            init_scalar_table(self.p_k)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--diet-abs-rank", type=int, default=None, metavar="D",
+                            help="diet_abs: rank d_p of P_Q, P_K (default: head dimension)")
+        parser.add_argument("--diet-abs-max-len", type=int, default=None, metavar="N",
+                            help="diet_abs: positions in the tables (default: "
+                                 "--max-source/target-positions); longer inputs are an error")
+        parser.add_argument("--diet-abs-sharing", choices=SHARING_CHOICES, default="layer",
+                            help="diet_abs: share tables across layers (default, as the DIET "
+                                 "paper recommends), heads, or none")
+        parser.add_argument("--diet-abs-symmetric", action="store_true",
+                            help="diet_abs: P_K = P_Q (ABS-SCALAR of Chen et al. 2021a)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        for flag in ("rank", "max_len"):
+            value = getattr(args, f"diet_abs_{flag}")
+            if value is not None:
+                check_positive(value, f"--diet-abs-{flag.replace('_', '-')}",
+                               "Leave it unset for the default.")
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        return args.diet_abs_sharing == "layer"
+
+    @classmethod
+    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+        return args.diet_abs_max_len or max_positions
+
+    @classmethod
+    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
+        return "--diet-abs-max-len" if args.diet_abs_max_len else None
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "DietAbs":
+        heads = 1 if args.diet_abs_sharing == "head" else num_heads
+        return cls(heads, args.diet_abs_max_len or max_positions,
+                   args.diet_abs_rank or head_dim, args.diet_abs_symmetric)
+
+    def _product(self, length: int, memo: PositionMemo) -> Tensor:
+        """``(P_Q P_K^T)[:, :L, :L]`` for some ``L >= length``, cached in the memo."""
+        key = (id(self), "product")
+        store = memo.store
+        hit = store.get(key) if store is not None else None
+        if hit is not None and hit.size(-1) >= length:
+            return hit
+        if memo.incremental:
+            length = min(2 * length + 16, self.max_len)  # decoding: grow ahead
+        p_q = self.p_q[:, :length]
+        p_k = p_q if self.p_k is None else self.p_k[:, :length]
+        product = torch.matmul(p_q, p_k.transpose(-1, -2))
+        if store is not None:
+            store[key] = product
+        return product
+
+    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        # Positions are < k_len, and the stack has already rejected sequences with more
+        # real tokens than the table (max_length), so this window always suffices.
+        product = self._product(min(k_len, self.max_len), memo)
+        if key_padding_mask is None:  # positions are the indices: a slice
+            return product[:, q_offset:k_len, :k_len]
+        positions = real_positions(key_padding_mask, k_len, q.device)  # (B, k_len)
+        q_pos = positions[:, q_offset:]
+        bias = product[:, q_pos[:, :, None], positions[:, None, :]]  # (H, B, q_len, k_len)
+        return bias.transpose(0, 1)
