@@ -177,6 +177,21 @@ def check_positive(value: int, flag: str, hint: str) -> None:
         raise ValueError(f"{flag} must be a positive integer, got {value!r}. {hint}")
 
 
+def add_max_len_arg(parser: argparse.ArgumentParser, encoding: str, what: str) -> None:
+    """``--<encoding>-max-len N``, defaulting to the stack's --max-source/target-positions."""
+    parser.add_argument(f"--{encoding.replace('_', '-')}-max-len", type=int, default=None,
+                        metavar="N", help=f"{encoding}: {what} "
+                        "(default: --max-source-positions / --max-target-positions)")
+
+
+def check_optional_positive(args: argparse.Namespace, *dests: str) -> None:
+    """Flags that default to None (derived value) must be positive when given."""
+    for dest in dests:
+        value = getattr(args, dest)
+        if value is not None:
+            check_positive(value, "--" + dest.replace("_", "-"), "Leave it unset for the default.")
+
+
 def init_scalar_table(table: Tensor) -> None:
     """Scalar position tables start as N(0, 0.02): BERT's initializer range, which the
     DIET / REL-SCALAR experiments (BERT code base) use for every parameter."""

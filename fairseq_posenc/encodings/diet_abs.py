@@ -31,7 +31,8 @@ from .base import (
     SHARING_CHOICES,
     PositionEncoding,
     PositionMemo,
-    check_positive,
+    add_max_len_arg,
+    check_optional_positive,
     init_scalar_table,
 )
 from .registry import register_encoding
@@ -55,9 +56,7 @@ class DietAbs(PositionEncoding):
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--diet-abs-rank", type=int, default=None, metavar="D",
                             help="diet_abs: rank d_p of P_Q, P_K (default: head dimension)")
-        parser.add_argument("--diet-abs-max-len", type=int, default=None, metavar="N",
-                            help="diet_abs: positions in the tables (default: "
-                                 "--max-source/target-positions); longer inputs are an error")
+        add_max_len_arg(parser, cls.name, "positions in the tables; longer inputs are an error")
         parser.add_argument("--diet-abs-sharing", choices=SHARING_CHOICES, default="layer",
                             help="diet_abs: share tables across layers (default, as the DIET "
                                  "paper recommends), heads, or none")
@@ -66,11 +65,7 @@ class DietAbs(PositionEncoding):
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
-        for flag in ("rank", "max_len"):
-            value = getattr(args, f"diet_abs_{flag}")
-            if value is not None:
-                check_positive(value, f"--diet-abs-{flag.replace('_', '-')}",
-                               "Leave it unset for the default.")
+        check_optional_positive(args, "diet_abs_rank", "diet_abs_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

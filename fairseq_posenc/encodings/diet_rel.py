@@ -27,7 +27,8 @@ from ..positions import clipped_index
 from .base import (
     SHARING_CHOICES,
     RelativeScalarBias,
-    check_positive,
+    add_max_len_arg,
+    check_optional_positive,
     init_scalar_table,
 )
 from .registry import register_encoding
@@ -45,18 +46,15 @@ class DietRel(RelativeScalarBias):
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--diet-rel-max-len", type=int, default=None, metavar="N",
-                            help="diet_rel: table covers distances -(N-1)..N-1; longer ones "
-                                 "are clipped (default: --max-source/target-positions)")
+        add_max_len_arg(parser, cls.name,
+                        "the table covers distances -(N-1)..N-1; longer ones are clipped")
         parser.add_argument("--diet-rel-sharing", choices=SHARING_CHOICES, default="none",
                             help="diet_rel: share tables across layers or heads "
                                  "(default none, as the DIET paper recommends)")
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
-        if args.diet_rel_max_len is not None:
-            check_positive(args.diet_rel_max_len, "--diet-rel-max-len",
-                           "Leave it unset to cover --max-source/target-positions.")
+        check_optional_positive(args, "diet_rel_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from .base import check_positive
+from .base import add_max_len_arg, check_optional_positive
 from .diet_rel import DietRel
 from .registry import register_encoding
 
@@ -23,15 +23,12 @@ class T5NoBuckets(DietRel):
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--t5-nob-max-len", type=int, default=None, metavar="N",
-                            help="t5_nob: table covers distances -(N-1)..N-1; longer ones are "
-                                 "clipped (default: --max-source/target-positions)")
+        add_max_len_arg(parser, cls.name,
+                        "the table covers distances -(N-1)..N-1; longer ones are clipped")
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
-        if args.t5_nob_max_len is not None:
-            check_positive(args.t5_nob_max_len, "--t5-nob-max-len",
-                           "Leave it unset to cover --max-source/target-positions.")
+        check_optional_positive(args, "t5_nob_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
