@@ -13,7 +13,8 @@ Two paths:
   additive float mask, for encodings that only add to the logits (``t5``, ``diet_rel``,
   ``shaw`` without values);
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when the encoding needs the
-  probabilities (Shaw's value term) or the caller asks for the attention weights.
+  probabilities (Shaw's value term), multiplies the logits (Huang et al.'s methods 1-2), or
+  the caller asks for the attention weights.
 
 The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 ``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
@@ -96,7 +97,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
-        mask = position.logit_bias(q, src_len, q_offset, self.memo, key_padding_mask)
+        mask = position.logit_bias(q, k, q_offset, self.memo, key_padding_mask)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -109,9 +110,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
 
         need_weights = need_weights or need_head_weights
+        scale = position.logit_scale(tgt_len, src_len, q_offset, self.memo)
         probs: Optional[Tensor] = None
-        if position.has_value_term or need_weights:
+        if position.has_value_term or need_weights or scale is not None:
             logits = torch.matmul(q, k.transpose(-1, -2))
+            if scale is not None:
+                logits = logits * scale.to(q.dtype)
             if mask is not None:
                 logits = logits + mask
             probs = utils.softmax(logits, dim=-1).type_as(logits)

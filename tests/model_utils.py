@@ -16,7 +16,8 @@ from fairseq_posenc.encodings import PositionMemo, get_encoding
 from fairseq_posenc.models import fill_position_defaults
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
-ATTENTION_ENCODINGS = ["shaw", "t5", "t5_nob", "diet_rel", "diet_abs", "alibi", "rope"]
+ATTENTION_ENCODINGS = ["shaw", "t5", "t5_nob", "diet_rel", "diet_abs", "huang1", "huang2",
+                       "huang4", "alibi", "rope"]
 ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
 VOCAB = 40
 

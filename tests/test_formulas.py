@@ -150,6 +150,72 @@ def test_diet_abs_attention_with_padding(causal, flags):
     assert (got[:, 0] - want[:, 0]).abs().max() < TOL
 
 
+@torch.no_grad()
+def naive_multiplicative_attention(attn, x, causal, factor):
+    """Huang et al. eq. 12: softmax_j((q_i.k_j) * a_ij / sqrt(d_h))."""
+    T, B, C = x.shape
+    H, D = attn.num_heads, attn.head_dim
+    q = attn.q_proj(x).view(T, B, H, D)
+    k = attn.k_proj(x).view(T, B, H, D)
+    v = attn.v_proj(x).view(T, B, H, D)
+    out = torch.zeros(T, B, H, D, dtype=x.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                keys = range(i + 1) if causal else range(T)
+                e = [float(q[i, b, h] @ k[j, b, h]) * factor(h, i, j) / math.sqrt(D) for j in keys]
+                w = [math.exp(x_ - max(e)) for x_ in e]
+                for j, wj in zip(keys, w):
+                    out[i, b, h] += wj / sum(w) * v[j, b, h]
+    return attn.out_proj(out.reshape(T, B, C))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("clip", [None, 2])
+def test_huang1_attention(causal, clip):
+    attn = build_attention("huang1", causal=causal, max_positions=12, huang1_clip=clip)
+    a = attn.position.rel_scale  # heads x (|r| = 0 .. K)
+    K = clip if clip else 11
+    assert a.shape == (2, K + 1)
+    x = torch.randn(7, 2, 8, dtype=torch.float64)
+    want = naive_multiplicative_attention(attn, x, causal,
+                                          lambda h, i, j: float(a[h, min(abs(j - i), K)]))
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("clip", [None, 2])
+def test_huang2_attention(causal, clip):
+    attn = build_attention("huang2", causal=causal, max_positions=12, huang2_clip=clip)
+    a = attn.position.rel_bias  # heads x (r = -K .. K), causal: -K .. 0
+    K = clip if clip else 11
+    assert a.shape == (2, K + 1 if causal else 2 * K + 1)
+    x = torch.randn(7, 2, 8, dtype=torch.float64)
+    want = naive_multiplicative_attention(attn, x, causal,
+                                          lambda h, i, j: float(a[h, clip_(j - i, K) + K]))
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
+def clip_(r: int, k: int) -> int:
+    return max(-k, min(k, r))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("clip", [None, 2])
+def test_huang4_attention(causal, clip):
+    """Eq. 16: (q_i.k_j + q_i.a_{j-i} + k_j.a_{j-i}) / sqrt(d_h), per-head vectors a."""
+    attn = build_attention("huang4", causal=causal, max_positions=12, huang4_clip=clip)
+    a = attn.position.rel_emb  # heads x distances x d_h
+    K = clip if clip else 11
+    T, B, D = 7, 2, attn.head_dim
+    x = torch.randn(T, B, 8, dtype=torch.float64)
+    with torch.no_grad():
+        keys = attn.k_proj(x).view(T, B, 2, D)
+    want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
+        (q + keys[j, b, h]) @ a[h, clip_(j - i, K) + K]) / math.sqrt(D))
+    assert (run(attn, x, causal) - want).abs().max() < TOL
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_t5_nob_attention(causal):
     n = 3
@@ -228,7 +294,7 @@ def test_rope_logits_depend_on_distance_only():
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
                                             ("shaw", {"shaw_no_value": True}),
-                                            ("alibi", {}), ("rope", {})])
+                                            ("alibi", {}), ("rope", {}), ("huang4", {})])
 def test_fused_and_explicit_paths_agree(encoding, flags):
     attn = build_attention(encoding, causal=False, **flags)
     x = torch.randn(6, 3, 8, dtype=torch.float64)
@@ -242,7 +308,7 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
 
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
-                                            ("alibi", {}), ("t5_nob", {})])
+                                            ("alibi", {}), ("t5_nob", {}), ("huang4", {})])
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)
@@ -250,8 +316,8 @@ def test_relative_terms_are_shift_invariant(encoding, flags):
     q = torch.randn(1, 2, n + s, attn.head_dim, dtype=torch.float64)
     memo = PositionMemo()
     with memo.scope():
-        shifted = enc.logit_bias(q, n + s, 0, memo)[..., s:, s:]
-        plain = enc.logit_bias(q[:, :, s:], n, 0, memo)
+        shifted = enc.logit_bias(q, q, 0, memo)[..., s:, s:]
+        plain = enc.logit_bias(q[:, :, s:], q[:, :, s:], 0, memo)
     assert (shifted - plain).abs().max() < TOL
 
 
@@ -291,3 +357,14 @@ def test_input_position_term(encoding):
                 else:
                     want = torch.zeros(tok.size(-1))
                 assert (added[b, t] - want).abs().max() < 1e-5, (encoding, b, t)
+
+
+@pytest.mark.parametrize("encoding", ["huang1", "huang2"])
+def test_huang_factors_start_at_one(encoding):
+    """Multiplicative methods start from plain attention (SPEC.md: start a at 1)."""
+    from fairseq_posenc.encodings import get_encoding
+    from model_utils import encoding_args
+
+    enc = get_encoding(encoding).build(encoding_args(), num_heads=2, head_dim=4, causal=False,
+                                       max_positions=10)
+    assert all(torch.all(p == 1) for p in enc.parameters())

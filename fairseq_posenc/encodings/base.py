@@ -20,9 +20,15 @@ import argparse
 import contextlib
 from typing import Any, ClassVar, Iterator, Optional
 
+import torch
 from torch import Tensor, nn
 
-from ..positions import distance_range, expand_distance_bias
+from ..positions import (
+    clipped_index,
+    distance_range,
+    expand_distance_bias,
+    relative_positions,
+)
 
 
 class PositionMemo:
@@ -110,15 +116,21 @@ class PositionEncoding(nn.Module):
         return q, k
 
     def logit_bias(
-        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
         key_padding_mask: Optional[Tensor] = None,
     ) -> Optional[Tensor]:
         """Term added to ``e_ij`` (after scaling), broadcastable to ``(B, H, q_len, k_len)``.
 
-        ``q`` is the already scaled query ``(B, H, q_len, d_h)``; content-free encodings
-        ignore it. ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what
+        ``q`` is the already scaled query ``(B, H, q_len, d_h)``, ``k`` the keys
+        ``(B, H, k_len, d_h)``; content-free encodings use only their lengths. ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what
         absolute encodings need to count positions over real tokens.
         """
+        return None
+
+    def logit_scale(self, q_len: int, k_len: int, q_offset: int,
+                    memo: PositionMemo) -> Optional[Tensor]:
+        """Factor multiplying ``q_i.k_j / sqrt(d_h)``, broadcastable to ``(B, H, q_len,
+        k_len)`` (Huang et al.'s multiplicative methods); None for additive encodings."""
         return None
 
     def value_term(self, probs: Tensor, q_offset: int, memo: PositionMemo) -> Tensor:
@@ -153,11 +165,22 @@ class RelativeScalarBias(PositionEncoding):
             store[key] = (table, r_lo, r_hi)
         return table, r_lo
 
+    #: True: the table multiplies the logits (logit_scale) instead of adding to them.
+    multiplicative: ClassVar[bool] = False
+
     def logit_bias(
-        self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
         key_padding_mask: Optional[Tensor] = None,
-    ) -> Tensor:
-        q_len = q.size(-2)
+    ) -> Optional[Tensor]:
+        if self.multiplicative:
+            return None
+        return self._expanded(q.size(-2), k.size(-2), q_offset, memo)
+
+    def logit_scale(self, q_len: int, k_len: int, q_offset: int,
+                    memo: PositionMemo) -> Optional[Tensor]:
+        return self._expanded(q_len, k_len, q_offset, memo) if self.multiplicative else None
+
+    def _expanded(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
         key = (id(self), q_len, k_len, q_offset)
         store = memo.store
         if store is not None and not memo.incremental and key in store:
@@ -167,6 +190,25 @@ class RelativeScalarBias(PositionEncoding):
         if store is not None and not memo.incremental:
             store[key] = bias
         return bias
+
+
+def clipped_distance_index(
+    q_len: int, k_len: int, q_offset: int, r_lo: int, r_hi: int, memo: PositionMemo,
+    device: torch.device,
+) -> Tensor:
+    """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
+    of vectors. Content-free and the same for every layer with the same clip range, so the
+    latest one is kept in the memo."""
+    key = ("clipped_distance_index", r_lo, r_hi)
+    shape = (q_len, k_len, q_offset)
+    store = memo.store
+    hit = store.get(key) if store is not None else None
+    if hit is not None and hit[0] == shape:
+        return hit[1]
+    idx = clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi)
+    if store is not None:
+        store[key] = (shape, idx)
+    return idx
 
 
 SHARING_CHOICES = ("none", "layer", "head")

@@ -101,8 +101,9 @@ class DietAbs(PositionEncoding):
             store[key] = product
         return product
 
-    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
                    key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        k_len = k.size(-2)
         # Positions are < k_len, and the stack has already rejected sequences with more
         # real tokens than the table (max_length), so this window always suffices.
         product = self._product(min(k_len, self.max_len), memo)

@@ -24,8 +24,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..positions import clipped_index, relative_positions
-from .base import PositionEncoding, PositionMemo, check_positive
+from .base import PositionEncoding, PositionMemo, check_positive, clipped_distance_index
 from .registry import register_encoding
 
 
@@ -62,21 +61,12 @@ class Shaw(PositionEncoding):
         return cls(head_dim, args.shaw_clip, causal, not args.shaw_no_value)
 
     def _index(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
-        """Clipped distance row of each (i, j); the same for every layer of the stack."""
-        key = ("shaw_index", self.r_lo, self.r_hi)
-        shape = (q_len, k_len, q_offset)
-        store = memo.store
-        hit = store.get(key) if store is not None else None
-        if hit is not None and hit[0] == shape:
-            return hit[1]
-        r = relative_positions(q_len, k_len, q_offset, self.rel_key.device)
-        idx = clipped_index(r, self.r_lo, self.r_hi)
-        if store is not None:
-            store[key] = (shape, idx)
-        return idx
+        return clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, memo,
+                                      self.rel_key.device)
 
-    def logit_bias(self, q: Tensor, k_len: int, q_offset: int, memo: PositionMemo,
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
                    key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        k_len = k.size(-2)
         idx = self._index(q.size(-2), k_len, q_offset, memo)
         per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
         return per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))

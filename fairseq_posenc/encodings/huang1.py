@@ -1,0 +1,62 @@
+"""``huang1``: multiplicative scalar of the absolute distance (Huang et al. 2020, EMNLP
+Findings, method 1, eqs. 11-12).
+
+``e_ij = (q_i.k_j) * a[l,h][|j - i|] / sqrt(d_h)``: one scalar per head, layer and absolute
+distance, ``n`` of them (``n`` = max positions), starting at 1 so that training begins from
+plain attention. The paper applies no clipping here; ``--huang1-clip K`` optionally clips
+``|j - i|`` at ``K`` (issue request: an optional clip for every Huang method).
+
+Being a factor on the logits, it needs the explicit attention path (logits materialised).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from .base import RelativeScalarBias, check_optional_positive
+from .registry import register_encoding
+
+
+def huang_clip(args: argparse.Namespace, name: str, max_positions: int) -> int:
+    """Largest distance with its own entry: ``--<name>-clip`` if given, else ``n - 1``."""
+    clip: Optional[int] = getattr(args, f"{name}_clip")
+    return min(clip, max_positions - 1) if clip else max_positions - 1
+
+
+class OptionalClip:
+    """``--<name>-clip K`` for Huang et al.'s methods: optional, positive when given."""
+
+    name: str
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(f"--{cls.name}-clip", type=int, default=None, metavar="K",
+                            help=f"{cls.name}: clip relative distances to [-K, K] (default: "
+                                 "no clip, a table entry per distance up to the max positions)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        check_optional_positive(args, f"{cls.name}_clip")
+
+
+@register_encoding
+class Huang1(OptionalClip, RelativeScalarBias):
+    name = "huang1"
+    multiplicative = True
+
+    def __init__(self, num_heads: int, clip: int) -> None:
+        super().__init__()
+        self.clip = clip
+        self.rel_scale = nn.Parameter(torch.ones(num_heads, clip + 1))
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang1":
+        return cls(num_heads, huang_clip(args, cls.name, max_positions))
+
+    def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
+        r = torch.arange(r_lo, r_hi + 1, device=self.rel_scale.device)
+        return self.rel_scale[:, r.abs().clamp(max=self.clip)]

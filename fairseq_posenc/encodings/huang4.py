@@ -1,0 +1,54 @@
+"""``huang4``: query and key both interact with a relative vector (Huang et al. 2020,
+method 4, eq. 16).
+
+``e_ij = (q_i.k_j + q_i.a_{j-i} + k_j.a_{j-i}) / sqrt(d_h)`` with a vector ``a_r`` of size
+``d_h`` per head, layer and distance: ``(2n - 1) x d_h`` per head and layer (causal decoder:
+``n``), ``--huang4-clip K`` optionally clipping ``j - i`` to ``[-K, K]``. Like Shaw's key term,
+both products are ``len x (2n-1)`` matrices gathered by distance: no ``len x len x d_h``
+tensor. Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from .base import (
+    PositionEncoding,
+    PositionMemo,
+    clipped_distance_index,
+    init_scalar_table,
+)
+from .huang1 import OptionalClip, huang_clip
+from .registry import register_encoding
+
+
+@register_encoding
+class Huang4(OptionalClip, PositionEncoding):
+    name = "huang4"
+
+    def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
+        super().__init__()
+        self.r_lo, self.r_hi = -clip, (0 if causal else clip)
+        self.rel_emb = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1, head_dim))
+        init_scalar_table(self.rel_emb)
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang4":
+        return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        q_len, k_len = q.size(-2), k.size(-2)
+        idx = clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, memo, q.device)
+        table = self.rel_emb.to(q.dtype).transpose(-1, -2)  # H, d_h, R
+        q_term = torch.matmul(q, table)  # B, H, q_len, R  (q is already scaled)
+        k_term = torch.matmul(k, table) / math.sqrt(k.size(-1))  # B, H, k_len, R
+        shape = (*q.shape[:-2], q_len, k_len)
+        from_q = q_term.gather(-1, idx.expand(shape))  # [b,h,i,j] = q_term[b,h,i,idx[i,j]]
+        from_k = k_term.transpose(-1, -2).gather(-2, idx.expand(shape))  # k_term[b,h,j,idx[i,j]]
+        return from_q + from_k
