@@ -1,0 +1,72 @@
+"""scripts/param_count.py against the closed-form counts of Huang et al. 2020, Table 1,
+and SPEC.md, written per stack: ``L`` layers, ``H`` heads, head dimension ``d``, ``n``
+positions (source and target differ here, to catch a mix-up), causal decoders keeping the
+``j <= i`` half of relative tables."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+spec = importlib.util.spec_from_file_location(
+    "param_count", Path(__file__).resolve().parent.parent / "scripts" / "param_count.py")
+param_count = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(param_count)
+
+L, H, D, N_SRC, N_TGT, K = 2, 4, 32, 40, 30, 16  # tiny: 128 wide, 4 heads
+FLAGS = ["--max-source-positions", str(N_SRC), "--max-target-positions", str(N_TGT)]
+PAD = 1  # fairseq's learned table has n + padding_idx + 1 rows
+
+
+def both(enc, dec):
+    return enc(N_SRC) + dec(N_TGT)
+
+
+EXPECTED = {
+    "sinusoidal": 0,
+    "none": 0,
+    "alibi": 0,
+    "rope": 0,
+    "learned": both(lambda n: (n + PAD + 1) * 128,
+                    lambda n: (n + PAD + 1) * 128),
+    "shaw": L * 2 * (2 * K + 1) * D + L * 2 * (K + 1) * D,  # key + value tables per layer
+    "t5": 2 * H * 32,  # one table of 32 buckets per stack
+    "t5_nob": both(lambda n: H * (2 * n - 1), lambda n: H * n),
+    "diet_rel": both(lambda n: L * H * (2 * n - 1), lambda n: L * H * n),
+    "diet_abs": both(lambda n: H * 2 * n * D, lambda n: H * 2 * n * D),  # layer-shared, d_p = d
+    "huang1": both(lambda n: L * H * n, lambda n: L * H * n),  # Table 1: m h n
+    "huang2": both(lambda n: L * H * (2 * n - 1), lambda n: L * H * n),  # m h (2n-1)
+    "huang4": both(lambda n: L * H * (2 * n - 1) * D, lambda n: L * H * n * D),  # m h (2n-1) d
+}
+
+
+@pytest.mark.parametrize("encoding", sorted(EXPECTED))
+def test_parameters_added_over_sinusoidal(encoding):
+    total, base = param_count.counts(f"transformer_tiny_{encoding}", FLAGS, vocab=100)
+    assert total - base == EXPECTED[encoding]
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--diet-rel-sharing", "layer"], both(lambda n: H * (2 * n - 1), lambda n: H * n)),
+    (["--diet-rel-sharing", "head"], both(lambda n: L * (2 * n - 1), lambda n: L * n)),
+])
+def test_diet_rel_sharing_counts(flags, expected):
+    total, base = param_count.counts("transformer_tiny_diet_rel", FLAGS + flags, vocab=100)
+    assert total - base == expected
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--diet-abs-sharing", "none"], both(lambda n: L * H * 2 * n * D, lambda n: L * H * 2 * n * D)),
+    (["--diet-abs-symmetric", "--diet-abs-rank", "8"], both(lambda n: H * n * 8, lambda n: H * n * 8)),
+])
+def test_diet_abs_options_counts(flags, expected):
+    total, base = param_count.counts("transformer_tiny_diet_abs", FLAGS + flags, vocab=100)
+    assert total - base == expected
+
+
+def test_every_encoding_is_counted():
+    from fairseq_posenc.encodings import ENCODINGS
+
+    assert set(EXPECTED) == set(ENCODINGS)
