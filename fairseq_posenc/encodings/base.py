@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from typing import Any, ClassVar, Iterator, Optional
+from typing import Any, Callable, ClassVar, Iterator, Optional, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -29,6 +29,9 @@ from ..positions import (
     expand_distance_bias,
     relative_positions,
 )
+
+
+V = TypeVar("V")
 
 
 class PositionMemo:
@@ -52,6 +55,21 @@ class PositionMemo:
             yield
         finally:
             self.store, self.incremental = saved
+
+    def cached(self, key: Any, fits: Callable[[Any], bool], compute: Callable[[], V]) -> V:
+        """The value stored under ``key`` if ``fits(value)``, else ``compute()`` (stored)."""
+        hit = self.store.get(key) if self.store is not None else None
+        if hit is not None and fits(hit):
+            return hit
+        value = compute()
+        if self.store is not None:
+            self.store[key] = value
+        return value
+
+    def ahead(self, n: int) -> int:
+        """How far to compute when ``n`` is needed. Decoding needs one more position per
+        step, so it allocates ahead and the following steps only slice."""
+        return 2 * n + 16 if self.incremental else n
 
 
 class PositionEncoding(nn.Module):
@@ -122,8 +140,9 @@ class PositionEncoding(nn.Module):
         """Term added to ``e_ij`` (after scaling), broadcastable to ``(B, H, q_len, k_len)``.
 
         ``q`` is the already scaled query ``(B, H, q_len, d_h)``, ``k`` the keys
-        ``(B, H, k_len, d_h)``; content-free encodings use only their lengths. ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what
-        absolute encodings need to count positions over real tokens.
+        ``(B, H, k_len, d_h)``; content-free encodings use only their lengths.
+        ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what absolute
+        encodings need to count positions over real tokens.
         """
         return None
 
@@ -151,19 +170,13 @@ class RelativeScalarBias(PositionEncoding):
         raise NotImplementedError
 
     def _per_distance(self, r_lo: int, r_hi: int, memo: PositionMemo) -> tuple[Tensor, int]:
-        store = memo.store
-        key = (id(self), "per_distance")
-        hit = store.get(key) if store is not None else None
-        if hit is not None and hit[1] <= r_lo and hit[2] >= r_hi:
-            return hit[0], hit[1]
-        if memo.incremental:
-            # Decoding grows the needed range by one per step: allocate ahead so the
-            # following steps slice instead of recomputing.
-            r_lo, r_hi = 2 * r_lo - 16, (2 * r_hi + 16 if r_hi > 0 else r_hi)
-        table = self.distance_bias(r_lo, r_hi)
-        if store is not None:
-            store[key] = (table, r_lo, r_hi)
-        return table, r_lo
+        def compute() -> tuple[Tensor, int, int]:
+            lo, hi = -memo.ahead(-r_lo), (memo.ahead(r_hi) if r_hi > 0 else r_hi)
+            return self.distance_bias(lo, hi), lo, hi
+
+        table, lo, _ = memo.cached((id(self), "per_distance"),
+                                   lambda hit: hit[1] <= r_lo and hit[2] >= r_hi, compute)
+        return table, lo
 
     #: True: the table multiplies the logits (logit_scale) instead of adding to them.
     multiplicative: ClassVar[bool] = False
@@ -181,15 +194,13 @@ class RelativeScalarBias(PositionEncoding):
         return self._expanded(q_len, k_len, q_offset, memo) if self.multiplicative else None
 
     def _expanded(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
-        key = (id(self), q_len, k_len, q_offset)
-        store = memo.store
-        if store is not None and not memo.incremental and key in store:
-            return store[key]
-        table, r_lo = self._per_distance(*distance_range(q_len, k_len, q_offset), memo)
-        bias = expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
-        if store is not None and not memo.incremental:
-            store[key] = bias
-        return bias
+        def compute() -> Tensor:
+            table, r_lo = self._per_distance(*distance_range(q_len, k_len, q_offset), memo)
+            return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
+
+        if memo.incremental:  # one row per step: a slice, not worth keeping
+            return compute()
+        return memo.cached((id(self), q_len, k_len, q_offset), lambda hit: True, compute)
 
 
 def clipped_distance_index(
@@ -199,16 +210,13 @@ def clipped_distance_index(
     """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
     of vectors. Content-free and the same for every layer with the same clip range, so the
     latest one is kept in the memo."""
-    key = ("clipped_distance_index", r_lo, r_hi)
     shape = (q_len, k_len, q_offset)
-    store = memo.store
-    hit = store.get(key) if store is not None else None
-    if hit is not None and hit[0] == shape:
-        return hit[1]
-    idx = clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi)
-    if store is not None:
-        store[key] = (shape, idx)
-    return idx
+    return memo.cached(
+        ("clipped_distance_index", r_lo, r_hi),
+        lambda hit: hit[0] == shape,
+        lambda: (shape, clipped_index(relative_positions(q_len, k_len, q_offset, device),
+                                      r_lo, r_hi)),
+    )[1]
 
 
 SHARING_CHOICES = ("none", "layer", "head")

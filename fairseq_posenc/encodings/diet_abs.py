@@ -87,19 +87,13 @@ class DietAbs(PositionEncoding):
 
     def _product(self, length: int, memo: PositionMemo) -> Tensor:
         """``(P_Q P_K^T)[:, :L, :L]`` for some ``L >= length``, cached in the memo."""
-        key = (id(self), "product")
-        store = memo.store
-        hit = store.get(key) if store is not None else None
-        if hit is not None and hit.size(-1) >= length:
-            return hit
-        if memo.incremental:
-            length = min(2 * length + 16, self.max_len)  # decoding: grow ahead
-        p_q = self.p_q[:, :length]
-        p_k = p_q if self.p_k is None else self.p_k[:, :length]
-        product = torch.matmul(p_q, p_k.transpose(-1, -2))
-        if store is not None:
-            store[key] = product
-        return product
+        def compute() -> Tensor:
+            n = min(memo.ahead(length), self.max_len)
+            p_q = self.p_q[:, :n]
+            p_k = p_q if self.p_k is None else self.p_k[:, :n]
+            return torch.matmul(p_q, p_k.transpose(-1, -2))
+
+        return memo.cached((id(self), "product"), lambda hit: hit.size(-1) >= length, compute)
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
                    key_padding_mask: Optional[Tensor] = None) -> Tensor:

@@ -62,18 +62,12 @@ class Rope(PositionEncoding):
 
     def _angles(self, end: int, memo: PositionMemo) -> tuple[Tensor, Tensor]:
         """cos and sin of ``p * theta_i`` for positions ``0..end-1`` (at least), cached."""
-        key = (id(self), "angles")
-        store = memo.store
-        hit = store.get(key) if store is not None else None
-        if hit is not None and hit[0].size(0) >= end:
-            return hit
-        if memo.incremental:
-            end = 2 * end + 16  # decoding: grow ahead, later steps slice
-        angles = torch.arange(end, dtype=torch.float64, device=self.theta.device)[:, None] * self.theta
-        table = (angles.cos(), angles.sin())
-        if store is not None:
-            store[key] = table
-        return table
+        def compute() -> tuple[Tensor, Tensor]:
+            positions = torch.arange(memo.ahead(end), dtype=torch.float64, device=self.theta.device)
+            angles = positions[:, None] * self.theta
+            return angles.cos(), angles.sin()
+
+        return memo.cached((id(self), "angles"), lambda hit: hit[0].size(0) >= end, compute)
 
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo):
         end = q_offset + q.size(-2)
