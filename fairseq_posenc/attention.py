@@ -13,8 +13,8 @@ Two paths:
   additive float mask, for encodings that only add to the logits (``t5``, ``diet_rel``,
   ``shaw`` without values);
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when the encoding needs the
-  probabilities (Shaw's value term), multiplies the logits (Huang et al.'s methods 1-2), or
-  the caller asks for the attention weights.
+  probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
+  al.'s methods 1-3), or the caller asks for the attention weights.
 
 The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 ``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
@@ -24,7 +24,7 @@ The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +33,9 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .encodings.base import PositionEncoding, PositionMemo
+
+#: Stands in for "no position term" in layers left plain by ``--pos-layers first``.
+NO_POSITION = PositionEncoding()
 
 
 class PositionalMultiheadAttention(MultiheadAttention):
@@ -60,10 +63,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
         )
         self.attach(None, PositionMemo())
 
-    def attach(self, encoding: Optional[PositionEncoding], memo: PositionMemo) -> None:
+    def attach(self, encoding: Optional[PositionEncoding], memo: PositionMemo,
+               extra_biases: Sequence[PositionEncoding] = ()) -> None:
+        """``encoding`` None: no position term in this layer (``--pos-layers first``).
+        ``extra_biases``: further content-free logit terms, e.g. segment attention."""
         # Plain attributes (not submodules): see the class docstring.
-        self.__dict__["position"] = encoding
+        self.__dict__["position"] = NO_POSITION if encoding is None else encoding
         self.__dict__["memo"] = memo
+        self.__dict__["extra_biases"] = tuple(extra_biases)
 
     def forward(
         self,
@@ -83,21 +90,34 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 "fairseq-posenc self-attention does not support static_kv / before_softmax"
             )
         position: PositionEncoding = self.position
+        memo: PositionMemo = self.memo
         tgt_len, bsz, _ = query.shape
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
-            return x.view(tgt_len, bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+            return x.view(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
-        q = split_heads(self.q_proj(query)) * self.scaling
-        k = split_heads(self.k_proj(query))
-        v = split_heads(self.v_proj(query))
-        q, k = position.rotate_qk(q, k, self._cached_length(incremental_state), self.memo)
+        # Absolute encodings count the positions of the self-attention input's real tokens.
+        input_padding_mask = key_padding_mask
+        kv_input = position.project_sequence(query, key_padding_mask, memo)
+        if kv_input is None:
+            kv_input = query
+        else:  # keys are projections over real tokens: none of them is padding
+            key_padding_mask = None
+        q = split_heads(self.q_proj(query)) * (self.scaling * position.content_scale)
+        k = split_heads(self.k_proj(kv_input))
+        v = split_heads(self.v_proj(kv_input))
+        q, k = position.rotate_qk(q, k, self._cached_length(incremental_state), memo)
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
+            input_padding_mask = key_padding_mask
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
-        mask = position.logit_bias(q, k, q_offset, self.memo, key_padding_mask)
+        mask: Optional[Tensor] = None
+        for term in (position, *self.extra_biases):
+            bias = term.logit_bias(q, k, q_offset, memo, input_padding_mask)
+            if bias is not None:
+                mask = bias if mask is None else mask + bias
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -110,10 +130,11 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
 
         need_weights = need_weights or need_head_weights
-        scale = position.logit_scale(tgt_len, src_len, q_offset, self.memo)
+        scale = position.logit_scale(tgt_len, src_len, q_offset, memo)
+        content = position.content_logits(q, k, q_offset, memo)
         probs: Optional[Tensor] = None
-        if position.has_value_term or need_weights or scale is not None:
-            logits = torch.matmul(q, k.transpose(-1, -2))
+        if position.has_value_term or need_weights or scale is not None or content is not None:
+            logits = torch.matmul(q, k.transpose(-1, -2)) if content is None else content
             if scale is not None:
                 logits = logits * scale.to(q.dtype)
             if mask is not None:
@@ -122,7 +143,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
             dropped = self.dropout_module(probs)
             out = torch.matmul(dropped, v)
             if position.has_value_term:
-                out = out + position.value_term(dropped, q_offset, self.memo)
+                out = out + position.value_term(dropped, q_offset, memo)
         else:
             apply_dropout = self.training or self.dropout_module.apply_during_inference
             out = F.scaled_dot_product_attention(

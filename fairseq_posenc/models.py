@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from .attention import PositionalMultiheadAttention
 from .checkpoint import decode_tag, encode_tag
 from .encodings import ENCODINGS, PositionMemo, get_encoding
+from .encodings.base import LAYER_CHOICES
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,14 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
         choices=sorted(ENCODINGS),
         default=None,
         help=f"position encoding (default: the architecture's, else {DEFAULT_ENCODING})",
+    )
+    group.add_argument(
+        "--pos-layers",
+        choices=LAYER_CHOICES,
+        default=None,
+        help="self-attention layers that get an attention-level encoding: all, or the "
+        "first of each stack (default: first for at5, at5_nob, t5_nob as in AT5's "
+        "translation setting, all for the others)",
     )
     group.add_argument(
         "--keep-input-positions",
@@ -168,7 +177,8 @@ class PositionalStack:
             causal=causal,
             max_positions=max_positions,
         )
-        self.pos_encodings = nn.ModuleList(list(dict.fromkeys(per_layer)))
+        self.pos_encodings = nn.ModuleList(
+            [m for m in dict.fromkeys(per_layer) if m is not None])
         for i, module in enumerate(per_layer):  # index: LayerDropModuleList's iter drops
             self.layers[i].self_attn.attach(module, self.pos_memo)
 

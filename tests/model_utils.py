@@ -12,13 +12,14 @@ from fairseq.tasks.translation import TranslationTask
 
 import fairseq_posenc  # noqa: F401  (registers the model)
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.encodings import PositionMemo, get_encoding
+from fairseq_posenc.encodings import ENCODINGS, PositionMemo, get_encoding
 from fairseq_posenc.models import fill_position_defaults
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
-ATTENTION_ENCODINGS = ["shaw", "t5", "t5_nob", "diet_rel", "diet_abs", "huang1", "huang2",
-                       "huang4", "alibi", "rope"]
+# Every registered encoding: a new one is covered by the shared tests as soon as it exists.
+ATTENTION_ENCODINGS = sorted(name for name, cls in ENCODINGS.items() if not cls.at_input)
 ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
+assert set(ALL_ENCODINGS) == set(ENCODINGS)
 VOCAB = 40
 
 

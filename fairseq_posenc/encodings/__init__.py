@@ -1,20 +1,18 @@
-"""Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them."""
+"""Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them.
 
-from . import (  # noqa: F401  (registration)
-    alibi,
-    diet_abs,
-    diet_rel,
-    huang1,
-    huang2,
-    huang4,
-    input,
-    rope,
-    shaw,
-    t5,
-    t5_nob,
-)
+Every module of this package except the shared ``base`` and ``registry`` is imported here,
+so an encoding registers itself by living in its own module with ``@register_encoding``.
+"""
+
+import importlib
+import pkgutil
+
 from .base import PositionEncoding, PositionMemo, RelativeScalarBias
 from .registry import ENCODINGS, get_encoding, register_encoding
+
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in ("base", "registry"):
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "ENCODINGS",

@@ -1,12 +1,22 @@
 """What every position encoding shares: where it acts, sharing across layers, caching.
 
 An encoding acts either at the input (fairseq's own position embeddings; self-attention
-stays stock) or inside self-attention, through two hooks that
-:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` calls:
+stays stock) or inside self-attention, through hooks that
+:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` calls, in this order:
 
+* :meth:`PositionEncoding.project_sequence` -- replace the keys' and values' input by a
+  projection along the sequence (Linformer, ``diet_abs_lin``);
+* :meth:`PositionEncoding.rotate_qk` -- transform queries and keys (RoPE);
+* :attr:`PositionEncoding.content_scale` -- a constant on ``q_i.k_j / sqrt(d_h)`` (TUPE);
+* :meth:`PositionEncoding.content_logits` -- replace ``q_i.k_j / sqrt(d_h)`` altogether
+  (Huang et al.'s method 3);
+* :meth:`PositionEncoding.logit_scale` -- a factor on the content logits (Huang 1-2);
 * :meth:`PositionEncoding.logit_bias` -- a term added to the scaled logits ``e_ij``;
 * :meth:`PositionEncoding.value_term` -- a term added to the attention output (only
   encodings that need the attention probabilities, e.g. Shaw's value table).
+
+``--pos-layers`` (:func:`layers_with_encoding`) chooses the layers that get the encoding:
+every layer, or the first only (AT5's translation setting).
 
 Biases that do not depend on content are cached in a :class:`PositionMemo`: the stack
 (encoder or decoder) opens one per forward, so a table shared by all layers is expanded
@@ -104,14 +114,20 @@ class PositionEncoding(nn.Module):
     ) -> "PositionEncoding":
         raise NotImplementedError
 
+    #: ``--pos-layers`` when the user gives none: "all", or "first" (AT5's MT setting).
+    default_layers: ClassVar[str] = "all"
+
     @classmethod
     def build_stack(
         cls, args: argparse.Namespace, num_layers: int, **kwargs: Any
-    ) -> list["PositionEncoding"]:
-        """One encoding per layer; layer-shared encodings repeat the same module."""
+    ) -> list[Optional["PositionEncoding"]]:
+        """The encoding of each layer (None: plain self-attention). Layer-shared encodings
+        repeat the same module; ``--pos-layers first`` leaves every later layer plain."""
+        used = layers_with_encoding(args, cls, num_layers)
         if cls.shares_layers(args):
-            return [cls.build(args, **kwargs)] * num_layers
-        return [cls.build(args, **kwargs) for _ in range(num_layers)]
+            shared = cls.build(args, **kwargs)
+            return [shared if used_here else None for used_here in used]
+        return [cls.build(args, **kwargs) if used_here else None for used_here in used]
 
     @classmethod
     def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
@@ -125,6 +141,20 @@ class PositionEncoding(nn.Module):
 
     # -- hooks called by the attention ------------------------------------------------
     has_value_term: bool = False
+    #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
+    content_scale: float = 1.0
+
+    def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
+                         memo: PositionMemo) -> Optional[Tensor]:
+        """``(k_len', B, C)``: the input that keys and values are computed from, projected
+        along the sequence (padding excluded), or None to use ``x`` (``(T, B, C)``) itself.
+        When projected, the keys have no padding and positions ``0..k_len'-1``."""
+        return None
+
+    def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
+                       memo: PositionMemo) -> Optional[Tensor]:
+        """``(B, H, q_len, k_len)`` replacing ``q_i.k_j`` (``q`` already scaled), or None."""
+        return None
 
     def rotate_qk(
         self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo
@@ -141,8 +171,10 @@ class PositionEncoding(nn.Module):
 
         ``q`` is the already scaled query ``(B, H, q_len, d_h)``, ``k`` the keys
         ``(B, H, k_len, d_h)``; content-free encodings use only their lengths.
-        ``key_padding_mask`` (``(B, k_len)``, True at padding, or None) is what absolute
-        encodings need to count positions over real tokens.
+        ``key_padding_mask`` is the padding of the self-attention input, cache included
+        (``(B, q_offset + q_len)``, True at padding, or None): what absolute encodings need
+        to count positions over real tokens. It equals the keys' padding unless
+        :meth:`project_sequence` replaced the keys.
         """
         return None
 
@@ -220,6 +252,17 @@ def clipped_distance_index(
 
 
 SHARING_CHOICES = ("none", "layer", "head")
+LAYER_CHOICES = ("all", "first")
+
+
+def layers_with_encoding(args: argparse.Namespace, encoding: type[PositionEncoding],
+                         num_layers: int) -> list[bool]:
+    """Which self-attention layers of a stack get the encoding (``--pos-layers``)."""
+    choice = getattr(args, "pos_layers", None) or encoding.default_layers
+    if choice not in LAYER_CHOICES:
+        raise ValueError(f"--pos-layers must be one of {', '.join(LAYER_CHOICES)}, "
+                         f"got {choice!r}")
+    return [choice == "all" or i == 0 for i in range(num_layers)]
 
 
 def check_positive(value: int, flag: str, hint: str) -> None:

@@ -5,6 +5,9 @@ the "T5-NoB" ablation of Table 6).
 (``n`` = ``--t5-nob-max-len``, default the stack's max positions; AT5's MT setting uses 256),
 one table per stack shared by all layers as in T5. The same table as ``diet_rel`` with
 layer-wise sharing; a separate name because the AT5 paper reports it as its own row.
+Like ``at5``, it acts in the first self-attention layer of each stack by default (AT5's
+translation setting, where Table 6 was measured); ``--pos-layers all`` puts the shared
+table in every layer, as T5 does.
 Causal decoders keep the ``n`` entries with ``j <= i``. The table starts as N(0, 0.02).
 """
 
@@ -20,6 +23,7 @@ from .registry import register_encoding
 @register_encoding
 class T5NoBuckets(DietRel):
     name = "t5_nob"
+    default_layers = "first"
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
