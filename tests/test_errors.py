@@ -90,14 +90,18 @@ def test_input_flags_conflicting_with_encoding():
         build_model("sinusoidal", ["--encoder-learned-pos"])
 
 
-def test_source_longer_than_diet_abs_table():
-    model, d = build_model("diet_abs", ["--diet-abs-max-len", "6"])
+@pytest.mark.parametrize("encoding", ["diet_abs", "diet_abs_lin"])
+def test_source_longer_than_diet_abs_table(encoding):
+    flag = f"--{encoding.replace('_', '-')}-max-len"
+    model, d = build_model(encoding, [flag, "6"])
     src = torch.randint(d.nspecial, 30, (1, 9))
-    with pytest.raises(ValueError, match="has 9 tokens, but --pos-encoding diet_abs has "
-                                         r"positions for only 6 \(--diet-abs-max-len\)"):
+    with pytest.raises(ValueError, match=f"has 9 tokens, but --pos-encoding {encoding} has "
+                                         rf"positions for only 6 \({flag}\)"):
         model.encoder(src, torch.tensor([9]))
 
 
-def test_non_positive_diet_abs_rank():
-    with pytest.raises(ValueError, match="--diet-abs-rank must be a positive integer"):
-        build_model("diet_abs", ["--diet-abs-rank", "0"])
+@pytest.mark.parametrize("flag", ["--diet-abs-rank", "--diet-abs-lin-rank", "--diet-abs-lin-k"])
+def test_non_positive_diet_abs_rank(flag):
+    encoding = "diet_abs_lin" if "lin" in flag else "diet_abs"
+    with pytest.raises(ValueError, match=f"{flag} must be a positive integer"):
+        build_model(encoding, [flag, "0"])

@@ -37,6 +37,7 @@ from ..positions import (
     clipped_index,
     distance_range,
     expand_distance_bias,
+    real_positions,
     relative_positions,
 )
 
@@ -75,6 +76,15 @@ class PositionMemo:
         if self.store is not None:
             self.store[key] = value
         return value
+
+    def real_positions(self, padding_mask: Optional[Tensor], length: int,
+                       device: torch.device) -> Tensor:
+        """:func:`~fairseq_posenc.positions.real_positions`, computed once per forward:
+        every layer of a stack receives the same padding-mask tensor."""
+        if padding_mask is None:
+            return real_positions(None, length, device)
+        return self.cached("real_positions", lambda hit: hit[0] is padding_mask,
+                           lambda: (padding_mask, real_positions(padding_mask, length, device)))[1]
 
     def ahead(self, n: int) -> int:
         """How far to compute when ``n`` is needed. Decoding needs one more position per

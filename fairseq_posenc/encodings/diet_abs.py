@@ -26,7 +26,6 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..positions import real_positions
 from .base import (
     SHARING_CHOICES,
     PositionEncoding,
@@ -103,7 +102,7 @@ class DietAbs(PositionEncoding):
         product = self._product(min(k_len, self.max_len), memo)
         if key_padding_mask is None:  # positions are the indices: a slice
             return product[:, q_offset:k_len, :k_len]
-        positions = real_positions(key_padding_mask, k_len, q.device)  # (B, k_len)
+        positions = memo.real_positions(key_padding_mask, k_len, q.device)  # (B, k_len)
         q_pos = positions[:, q_offset:]
         bias = product[:, q_pos[:, :, None], positions[:, None, :]]  # (H, B, q_len, k_len)
         return bias.transpose(0, 1)

@@ -1,0 +1,152 @@
+"""``diet_abs_lin``: DIET-ABS on a Linformer (Chen et al. 2021b, DIET, section 3.4, eq. (4)).
+
+Encoder self-attention, per head::
+
+    A_ij = (X_i W_Q) ((E X)_j W_K)^T / sqrt(d_h) + (P_Q P_K^T)_ij,   z_i = sum_j p_ij (E X)_j W_V
+
+``E: k x n`` projects the layer input along the sequence to ``k`` rows (Linformer, Wang et
+al. 2020), so attention costs ``len x k`` instead of ``len x len``. ``P_Q: n x d_p`` holds the
+query positions and ``P_K: k x d_p`` one row per projected key. ``k`` = ``--diet-abs-lin-k``
+(default 32, the DIET GLUE setting), ``d_p`` = ``--diet-abs-lin-rank`` (default ``d_h``), ``n``
+= ``--diet-abs-lin-max-len`` (default the stack's max positions); longer inputs are an error.
+
+Choices the paper leaves open, following Linformer's defaults where it has them:
+
+* ``E`` acts on the layer input ``X`` before ``W_K`` / ``W_V`` (eq. (4) writes ``(E X) W_K``),
+  one ``E`` per layer shared by all heads and by keys and values (SPEC.md: "``E`` projects
+  keys and values"; Linformer's "key-value sharing"). Its columns are indexed by the
+  position of each real token, padding contributes nothing, and a sequence shorter than
+  ``n`` uses the first columns: a left-padded source is projected exactly as the same source
+  alone. ``E`` starts Xavier-uniform with gain ``1/sqrt(2)``, as fairseq's Linformer example.
+* ``P_Q``, ``P_K`` are shared as for ``diet_abs`` (``--diet-abs-lin-sharing``, default
+  ``layer``); ``P_Q P_K^T`` is computed once per forward. They start as N(0, 0.02).
+
+The decoder: a causal self-attention cannot project along time (``(E X)_j`` would mix future
+tokens into every key), so decoder self-attention uses plain ``diet_abs`` (``P_Q P_K^T`` with
+``P_K: n x d_p``) with the same rank, sharing and maximum length. Encoder-decoder attention
+is stock, as for every encoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from .base import (
+    SHARING_CHOICES,
+    PositionEncoding,
+    PositionMemo,
+    add_max_len_arg,
+    check_optional_positive,
+    check_positive,
+    init_scalar_table,
+    layers_with_encoding,
+)
+from .diet_abs import DietAbs
+from .registry import register_encoding
+
+
+class LinTables(nn.Module):
+    """``P_Q: H x n x d_p`` and ``P_K: H x k x d_p``; one per sharing unit."""
+
+    def __init__(self, num_heads: int, max_len: int, k: int, rank: int) -> None:
+        super().__init__()
+        self.p_q = nn.Parameter(torch.empty(num_heads, max_len, rank))
+        self.p_k = nn.Parameter(torch.empty(num_heads, k, rank))
+        init_scalar_table(self.p_q)
+        init_scalar_table(self.p_k)
+
+    def product(self, memo: PositionMemo) -> Tensor:
+        """``P_Q P_K^T``: ``H x n x k``, once per forward (content-free)."""
+        return memo.cached((id(self), "product"), lambda hit: True,
+                           lambda: torch.matmul(self.p_q, self.p_k.transpose(-1, -2)))
+
+
+@register_encoding
+class DietAbsLin(PositionEncoding):
+    name = "diet_abs_lin"
+
+    def __init__(self, tables: LinTables, max_len: int, k: int) -> None:
+        super().__init__()
+        self.tables = tables
+        self.e = nn.Parameter(torch.empty(k, max_len))
+        nn.init.xavier_uniform_(self.e, gain=1 / math.sqrt(2))
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--diet-abs-lin-k", type=int, default=32, metavar="K",
+                            help="diet_abs_lin: length k the encoder's keys and values are "
+                                 "projected to (default 32, as DIET's GLUE runs)")
+        parser.add_argument("--diet-abs-lin-rank", type=int, default=None, metavar="D",
+                            help="diet_abs_lin: rank d_p of P_Q, P_K (default: head dimension)")
+        add_max_len_arg(parser, cls.name, "positions n of E and P_Q; longer inputs are an error")
+        parser.add_argument("--diet-abs-lin-sharing", choices=SHARING_CHOICES, default="layer",
+                            help="diet_abs_lin: share P_Q, P_K across layers (default, as "
+                                 "diet_abs), heads, or none; E is always one per layer")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        check_positive(args.diet_abs_lin_k, "--diet-abs-lin-k", "DIET uses k = 32.")
+        check_optional_positive(args, "diet_abs_lin_rank", "diet_abs_lin_max_len")
+
+    @classmethod
+    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+        return args.diet_abs_lin_max_len or max_positions
+
+    @classmethod
+    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
+        return "--diet-abs-lin-max-len" if args.diet_abs_lin_max_len else None
+
+    @classmethod
+    def build_stack(cls, args: argparse.Namespace, num_layers: int, *, num_heads: int,
+                    head_dim: int, causal: bool, max_positions: int,
+                    ) -> list[Optional[PositionEncoding]]:
+        if causal:
+            return DietAbs.build_stack(cls._decoder_args(args), num_layers, num_heads=num_heads,
+                                       head_dim=head_dim, causal=causal,
+                                       max_positions=max_positions)
+        n = cls.max_length(args, max_positions)
+        heads = 1 if args.diet_abs_lin_sharing == "head" else num_heads
+        rank = args.diet_abs_lin_rank or head_dim
+
+        def tables() -> LinTables:
+            return LinTables(heads, n, args.diet_abs_lin_k, rank)
+
+        shared = tables() if args.diet_abs_lin_sharing == "layer" else None
+        return [cls(shared or tables(), n, args.diet_abs_lin_k) if used else None
+                for used in layers_with_encoding(args, cls, num_layers)]
+
+    @staticmethod
+    def _decoder_args(args: argparse.Namespace) -> argparse.Namespace:
+        """The ``diet_abs`` flags the decoder is built with."""
+        dec = copy.copy(args)
+        dec.diet_abs_rank = args.diet_abs_lin_rank
+        dec.diet_abs_max_len = args.diet_abs_lin_max_len
+        dec.diet_abs_sharing = args.diet_abs_lin_sharing
+        dec.diet_abs_symmetric = False
+        return dec
+
+    def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
+                         memo: PositionMemo) -> Tensor:
+        length = x.size(0)
+        if key_padding_mask is None:
+            return torch.matmul(self.e[:, :length].to(x.dtype), x.flatten(1)).view(
+                -1, *x.shape[1:])
+        positions = memo.real_positions(key_padding_mask, length, x.device)  # (B, T)
+        e = self.e.to(x.dtype)[:, positions]  # (k, B, T): column of each token's position
+        e = e.masked_fill(key_padding_mask.to(torch.bool)[None], 0.0)
+        return torch.einsum("kbt,tbc->kbc", e, x)
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        product = self.tables.product(memo)  # (H, n, k)
+        q_len = q.size(-2)
+        if key_padding_mask is None:
+            return product[:, :q_len]
+        positions = memo.real_positions(key_padding_mask, q_len, q.device)  # (B, T)
+        return product[:, positions].transpose(0, 1)  # (B, H, T, k)
