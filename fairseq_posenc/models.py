@@ -39,7 +39,17 @@ from torch import Tensor, nn
 from .attention import PositionalMultiheadAttention
 from .checkpoint import decode_tag, encode_tag
 from .encodings import ENCODINGS, PositionMemo, get_encoding
-from .encodings.base import LAYER_CHOICES
+from .encodings.base import LAYER_CHOICES, PositionEncoding
+from .segments import (
+    SEGMENTS,
+    SegmentAttention,
+    add_segment_args,
+    check_segment_args,
+    segment_embedding,
+    segment_ids,
+    separator_index,
+    uses_segments,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +83,7 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
     )
     for encoding in ENCODINGS.values():
         encoding.add_args(group)
+    add_segment_args(group)
 
 
 def fill_position_defaults(args: argparse.Namespace) -> None:
@@ -94,6 +105,7 @@ def configure_positions(args: argparse.Namespace) -> None:
     args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
     encoding = get_encoding(args.pos_encoding)
     encoding.check_args(args)
+    check_segment_args(args)
     if encoding.at_input:
         wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
         given = (
@@ -161,26 +173,32 @@ class PositionalStack:
     def _uses_attention_encoding(self) -> bool:
         return not get_encoding(self.args.pos_encoding).at_input
 
-    def _setup_positions(self, causal: bool, max_positions: int, side: str) -> None:
+    def _setup_positions(self, causal: bool, max_positions: int, side: str,
+                         extra_biases: Optional[list[PositionEncoding]] = None) -> None:
+        """Build the encodings and attach them, with ``extra_biases[i]`` (segment
+        attention), to the self-attention of every layer ``i``."""
         encoding = get_encoding(self.args.pos_encoding)
         self.pos_max_length = encoding.max_length(self.args, max_positions)
         self.pos_side = side
         self.pos_memo = PositionMemo()
-        if encoding.at_input:
+        if not self._uses_attention_encoding():
             return
         first = self.layers[0].self_attn
-        per_layer = encoding.build_stack(
-            self.args,
-            len(self.layers),
-            num_heads=first.num_heads,
-            head_dim=first.head_dim,
-            causal=causal,
-            max_positions=max_positions,
-        )
-        self.pos_encodings = nn.ModuleList(
-            [m for m in dict.fromkeys(per_layer) if m is not None])
+        per_layer: list[Optional[PositionEncoding]] = [None] * len(self.layers)
+        if not encoding.at_input:
+            per_layer = encoding.build_stack(
+                self.args,
+                len(self.layers),
+                num_heads=first.num_heads,
+                head_dim=first.head_dim,
+                causal=causal,
+                max_positions=max_positions,
+            )
+            self.pos_encodings = nn.ModuleList(
+                [m for m in dict.fromkeys(per_layer) if m is not None])
         for i, module in enumerate(per_layer):  # index: LayerDropModuleList's iter drops
-            self.layers[i].self_attn.attach(module, self.pos_memo)
+            extra = [extra_biases[i]] if extra_biases else []
+            self.layers[i].self_attn.attach(module, self.pos_memo, extra)
 
     def _check_length(self, tokens: Tensor) -> None:
         limit = self.pos_max_length
@@ -202,7 +220,22 @@ class PositionalStack:
 class PositionalEncoder(PositionalStack, TransformerEncoder):
     def __init__(self, args, dictionary, embed_tokens, return_fc: bool = False) -> None:
         super().__init__(args, dictionary, embed_tokens, return_fc=return_fc)
-        self._setup_positions(causal=False, max_positions=args.max_source_positions, side="source")
+        self.segment_separator: Optional[int] = None
+        segment_attention: Optional[list[PositionEncoding]] = None
+        if uses_segments(args):
+            self.segment_separator = separator_index(args, dictionary)
+        if args.segment_embedding:
+            self.segment_embed = segment_embedding(args.num_segments, embed_tokens.embedding_dim)
+        if args.segment_attention:
+            heads = self.layers[0].self_attn.num_heads
+            self.segment_attention = nn.ModuleList(
+                [SegmentAttention(heads, args.num_segments) for _ in self.layers])
+            segment_attention = list(self.segment_attention)
+        self._setup_positions(causal=False, max_positions=args.max_source_positions,
+                              side="source", extra_biases=segment_attention)
+
+    def _uses_attention_encoding(self) -> bool:
+        return super()._uses_attention_encoding() or bool(self.args.segment_attention)
 
     def build_encoder_layer(self, args):
         if not self._uses_attention_encoding():
@@ -210,10 +243,20 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
         cfg = TransformerConfig.from_namespace(args)
         return wrap_layer(PositionalEncoderLayer(cfg, return_fc=self.return_fc), cfg)
 
+    def forward_embedding(self, src_tokens, token_embedding: Optional[Tensor] = None):
+        if self.args.segment_embedding:  # BERT: token + segment (+ position) embeddings
+            if token_embedding is None:
+                token_embedding = self.embed_tokens(src_tokens)
+            token_embedding = token_embedding + self.segment_embed(self.pos_memo.store[SEGMENTS])
+        return super().forward_embedding(src_tokens, token_embedding)
+
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False,
                 token_embeddings: Optional[Tensor] = None):
         self._check_length(src_tokens)
         with self.pos_memo.scope():
+            if self.segment_separator is not None:
+                self.pos_memo.store[SEGMENTS] = segment_ids(
+                    src_tokens, self.segment_separator, self.args.num_segments)
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 

@@ -1,0 +1,101 @@
+"""Segments of a multi-sentence source: per-head segment attention or an input embedding.
+
+Chen et al. 2021b (DIET), eqs. (1)-(3): ``e_ij += E_S(S(i), S(j)) = S[l,h][S(i), S(j)]``, a
+learned ``K x K`` table per head and layer (``--segment-attention``), against the BERT-style
+input segment embedding ``x_i += W_seg[S(i)]`` (Devlin et al. 2018; ``--segment-embedding``)
+as the comparison. Either works with any ``--pos-encoding``; both together are allowed.
+
+For translation, segments are the sentences of a multi-sentence source joined by a separator
+token (``--segment-separator``, default ``<sep>``, which must be in the source dictionary):
+``S(i)`` is the number of separators before token ``i``, so a separator belongs to the
+sentence it closes. ``K`` = ``--num-segments`` (default 2, as BERT and DIET's sentence
+pairs); a source with more segments is an error, not silently clipped.
+
+Where: encoder self-attention, every layer (DIET adds ``E_S`` in each layer, independently
+of ``--pos-layers``). Targets are not segmented: decoder self-attention is unchanged.
+
+Initialisation: ``S`` starts as N(0, 0.02) like the position scalars. The input embedding is
+added to the token embedding before fairseq's ``sqrt(d)`` embedding scale, so it is drawn
+and scaled like a token embedding (N(0, 1/d), then times ``sqrt(d)``), as BERT adds token,
+segment and position embeddings on the same footing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from .encodings.base import PositionEncoding, PositionMemo, check_positive, init_scalar_table
+
+#: Memo key of the ``(B, T)`` segment index of the current source batch.
+SEGMENTS = "segments"
+
+
+def add_segment_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--segment-attention", action="store_true",
+                        help="per-head segment attention S[l,h][seg(i), seg(j)] in encoder "
+                             "self-attention (DIET)")
+    parser.add_argument("--segment-embedding", action="store_true",
+                        help="BERT-style segment embedding added to the source input")
+    parser.add_argument("--num-segments", type=int, default=2, metavar="K",
+                        help="segments per source for --segment-attention / "
+                             "--segment-embedding (default 2)")
+    parser.add_argument("--segment-separator", default="<sep>", metavar="TOKEN",
+                        help="source token that ends a segment (default <sep>)")
+
+
+def uses_segments(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "segment_attention", False)
+                or getattr(args, "segment_embedding", False))
+
+
+def check_segment_args(args: argparse.Namespace) -> None:
+    if uses_segments(args):
+        check_positive(args.num_segments, "--num-segments", "Use the most segments a source has.")
+
+
+def separator_index(args: argparse.Namespace, dictionary) -> int:
+    index = dictionary.index(args.segment_separator)
+    if index == dictionary.unk():
+        raise ValueError(
+            f"--segment-separator {args.segment_separator!r} is not in the source dictionary; "
+            "join the sentences of each source with that token before fairseq-preprocess, or "
+            "pass the separator your data uses."
+        )
+    return index
+
+
+def segment_ids(tokens: Tensor, separator: int, num_segments: int) -> Tensor:
+    """``S(i)``: separators before token ``i``, ``(B, T)``; an error past ``num_segments``."""
+    is_sep = tokens.eq(separator).long()
+    ids = is_sep.cumsum(dim=1) - is_sep
+    if ids.numel() and int(ids.max()) >= num_segments:
+        raise ValueError(
+            f"a source has {int(ids.max()) + 1} segments (separated by token {separator}), "
+            f"but --num-segments is {num_segments}; raise --num-segments or split the input."
+        )
+    return ids
+
+
+class SegmentAttention(PositionEncoding):
+    """``S[h][S(i), S(j)]`` for one layer; reads the batch's segment ids from the memo."""
+
+    def __init__(self, num_heads: int, num_segments: int) -> None:
+        super().__init__()
+        self.seg_bias = nn.Parameter(torch.empty(num_heads, num_segments, num_segments))
+        init_scalar_table(self.seg_bias)
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        ids = memo.store[SEGMENTS]  # (B, T)
+        bias = self.seg_bias[:, ids[:, :, None], ids[:, None, :]]  # (H, B, T, T)
+        return bias.transpose(0, 1).to(q.dtype)
+
+
+def segment_embedding(num_segments: int, embed_dim: int) -> nn.Embedding:
+    embedding = nn.Embedding(num_segments, embed_dim)
+    nn.init.normal_(embedding.weight, mean=0.0, std=embed_dim ** -0.5)  # as fairseq's tokens
+    return embedding
