@@ -203,3 +203,18 @@ def test_diet_abs_product_once_per_forward_and_window(monkeypatch):
             model.decoder(prefix, enc_out, incremental_state=state)
             prefix = torch.cat([prefix, torch.full((3, 1), 5)], 1)
     assert len(products) <= 3, products
+
+
+@pytest.mark.parametrize("encoding,flags,first_only", [
+    ("diet_rel", ["--pos-layers", "first"], True),
+    ("t5_nob", [], True),  # AT5's MT setting is its default
+    ("t5_nob", ["--pos-layers", "all"], False),
+])
+def test_pos_layers_places_the_encoding(encoding, flags, first_only):
+    from fairseq_posenc.attention import NO_POSITION
+
+    model, _ = build_model(encoding, flags)
+    for stack in (model.encoder, model.decoder):
+        terms = [layer.self_attn.position for layer in stack.layers]
+        assert terms[0] is not NO_POSITION
+        assert (terms[1] is NO_POSITION) == first_only
