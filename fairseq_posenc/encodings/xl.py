@@ -1,0 +1,161 @@
+"""``xl``: Transformer-XL / XLNet relative attention (Dai et al. 2019, section 3.3, the
+equation for ``A^rel_{i,j}``; Yang et al. 2019; as written in Chen et al. 2021a, section
+2.2.2, and Huang et al. 2020, eq. 10). Chen et al. write ``W_K`` where Dai et al. and Huang et
+al. have a separate ``W_R``; we follow the latter.
+
+``e_ij = (q_i.k_j + q_i.W_R R_{i-j} + u.k_j + v.W_R R_{i-j}) / sqrt(d_h)`` per head, with
+
+* ``R_s`` the Transformer-XL sinusoid of the distance ``s = i - j`` in the model dimension
+  ``d``: ``[sin(s w_0) .. sin(s w_{d/2-1}), cos(s w_0) .. cos(s w_{d/2-1})]``,
+  ``w_k = 10000^(-2k/d)`` (``PositionalEmbedding`` of the authors' PyTorch code; the TF code
+  is the same), no parameters;
+* ``W_R`` a ``d x d`` projection without bias (their ``r_net``), one per layer, reshaped to
+  heads;
+* ``u``, ``v`` (their ``r_w_bias``, ``r_r_bias``): a ``d_h`` vector per head. By default one
+  pair per stack shared by all its layers, as in Transformer-XL (PyTorch: one parameter for
+  the model; TF: ``untie_r=False``); ``--xl-untie-r`` gives every layer its own pair
+  (XLNet's ``untie_r``, used for its pretraining).
+
+The encoder uses both signs of ``i - j`` (XLNet's bidirectional ``relative_positional_
+encoding``); the causal decoder only ``i - j >= 0``. ``--xl-clamp-len K`` clips ``|i - j|``
+at ``K`` (the authors' ``clamp_len``; default: no clip, as theirs).
+
+Acts through ``logit_bias`` (``q`` arrives scaled by ``1/sqrt(d_h)``, so the position term
+``(q_i + v).W_R R`` is ``(q + v/sqrt(d_h)) @ (W_R R)^T``, as the authors add ``r_r_bias`` to
+the query): a ``len x distances`` product gathered by distance, never ``len x len x d_h``;
+``u.k_j / sqrt(d_h)`` is one scalar per key, broadcast over queries. ``W_R R`` is
+content-free: computed once per layer and forward over the distances in use and, while
+decoding, over a window grown with ``memo.ahead`` so that each step slices it.
+
+Deviations: no segment-level recurrence / memory (a sentence-level translation model has
+no previous segment to cache); no dropout on ``R`` (the authors drop the sinusoid with the
+embedding dropout); fairseq's query projection has a bias, which adds ``b_Q`` to both ``u``
+and ``v`` (the authors' ``qkv_net`` has none), so ``u``, ``v`` and ``b_Q`` have one redundant
+vector between them. Initialisation N(0, 0.02) for ``u``, ``v`` and ``W_R``, the authors'
+default (``init_std``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..positions import distance_range
+from .base import (
+    PositionEncoding,
+    PositionMemo,
+    check_optional_positive,
+    clipped_distance_index,
+    init_scalar_table,
+    layers_with_encoding,
+)
+from .registry import register_encoding
+
+
+def xl_sinusoid(distances: Tensor, dim: int) -> Tensor:
+    """Transformer-XL's ``R_s`` for each ``s`` in ``distances``: ``(len, dim)``, sines then
+    cosines, frequencies ``10000^(-2k/dim)``; computed in float64."""
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64,
+                                         device=distances.device) / dim)
+    angles = distances.to(torch.float64)[:, None] * inv_freq
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class XLQueryBiases(nn.Module):
+    """``u`` (content) and ``v`` (position) query biases, ``(heads, d_h)`` each; a module of
+    its own so that the layers of a stack can share one."""
+
+    def __init__(self, num_heads: int, head_dim: int) -> None:
+        super().__init__()
+        self.u = nn.Parameter(torch.empty(num_heads, head_dim))
+        self.v = nn.Parameter(torch.empty(num_heads, head_dim))
+        init_scalar_table(self.u)
+        init_scalar_table(self.v)
+
+
+@register_encoding
+class TransformerXL(PositionEncoding):
+    name = "xl"
+
+    def __init__(self, num_heads: int, head_dim: int, causal: bool, clamp: Optional[int],
+                 biases: Optional[XLQueryBiases] = None) -> None:
+        super().__init__()
+        dim = num_heads * head_dim
+        if dim % 2:
+            raise ValueError(f"--pos-encoding xl needs an even model dimension, got {dim}")
+        self.num_heads, self.head_dim, self.causal, self.clamp = num_heads, head_dim, causal, clamp
+        self.r_proj = nn.Parameter(torch.empty(dim, dim))  # W_R, as nn.Linear's (out, in)
+        init_scalar_table(self.r_proj)
+        self.biases = biases if biases is not None else XLQueryBiases(num_heads, head_dim)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--xl-untie-r", action="store_true",
+                            help="xl: one pair of query biases u, v per layer (XLNet's "
+                                 "untie_r; default: one pair per stack, as Transformer-XL)")
+        parser.add_argument("--xl-clamp-len", type=int, default=None, metavar="K",
+                            help="xl: clip relative distances to [-K, K] (Transformer-XL's "
+                                 "clamp_len; default: no clip)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        check_optional_positive(args, "xl_clamp_len")
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions,
+              biases: Optional[XLQueryBiases] = None) -> "TransformerXL":
+        return cls(num_heads, head_dim, causal, args.xl_clamp_len, biases)
+
+    @classmethod
+    def build_stack(cls, args: argparse.Namespace, num_layers: int,
+                    **kwargs: Any) -> list[Optional[PositionEncoding]]:
+        """W_R per layer; u, v shared by the stack's layers unless ``--xl-untie-r``."""
+        used = layers_with_encoding(args, cls, num_layers)
+        shared = None if args.xl_untie_r else XLQueryBiases(kwargs["num_heads"],
+                                                             kwargs["head_dim"])
+        return [cls.build(args, biases=shared, **kwargs) if used_here else None
+                for used_here in used]
+
+    def _distances(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
+        """Range of ``r = j - i`` whose table rows this attention reads (clipped)."""
+        r_lo, r_hi = distance_range(q_len, k_len, q_offset)
+        if self.causal:  # later keys are masked: they read row r = 0
+            r_hi = min(r_hi, 0)
+        if self.clamp is not None:
+            r_lo, r_hi = max(r_lo, -self.clamp), min(r_hi, self.clamp)
+        return r_lo, r_hi
+
+    def _projected(self, r_lo: int, r_hi: int, memo: PositionMemo) -> tuple[Tensor, int]:
+        """``(W_R R_{-r})`` per head for (at least) ``r`` in ``[r_lo, r_hi]``, as
+        ``(H, d_h, distances)``, and the ``r`` of its first column; cached per layer."""
+        def compute() -> tuple[Tensor, int, int]:
+            lo, hi = -memo.ahead(-r_lo), (memo.ahead(r_hi) if r_hi > 0 else r_hi)
+            if self.clamp is not None:
+                lo, hi = max(lo, -self.clamp), min(hi, self.clamp)
+            r = torch.arange(lo, hi + 1, device=self.r_proj.device)
+            sinusoid = xl_sinusoid(-r, self.r_proj.size(0)).to(self.r_proj.dtype)  # R_{i-j}
+            table = F.linear(sinusoid, self.r_proj).view(len(r), self.num_heads, self.head_dim)
+            return table.permute(1, 2, 0), lo, hi
+
+        table, lo, _ = memo.cached((id(self), "projected"),
+                                   lambda hit: hit[1] <= r_lo and hit[2] >= r_hi, compute)
+        return table, lo
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        q_len, k_len = q.size(-2), k.size(-2)
+        r_lo, r_hi = self._distances(q_len, k_len, q_offset)
+        table, lo = self._projected(r_lo, r_hi, memo)
+        table = table[..., r_lo - lo : r_hi - lo + 1].to(q.dtype)  # H, d_h, needed distances
+        scale = 1.0 / math.sqrt(self.head_dim)
+        u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
+        per_distance = torch.matmul(q + v, table)  # B, H, q_len, distances
+        idx = clipped_distance_index(q_len, k_len, q_offset, r_lo, r_hi, memo, q.device)
+        position = per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))
+        content_bias = torch.matmul(k, u.transpose(-1, -2)).transpose(-1, -2)  # B, H, 1, k_len
+        return position + content_bias
