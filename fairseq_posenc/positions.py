@@ -42,6 +42,16 @@ def real_positions(padding_mask: Optional[Tensor], length: int,
     return (real.cumsum(dim=1) - 1).clamp(min=0)
 
 
+def gather_absolute_pairs(table: Tensor, positions: Tensor, q_offset: int) -> Tensor:
+    """``table[..., pos[b, q_offset + i], pos[b, j]]``: a ``(..., n, n)`` table indexed by
+    absolute positions, read at each row's ``positions`` (``(B, k_len)``, e.g. from
+    :func:`real_positions`) for the last ``k_len - q_offset`` queries and every key.
+    Returns ``(B, ..., q_len, k_len)``."""
+    q_pos = positions[:, q_offset:]
+    pairs = table[..., q_pos[:, :, None], positions[:, None, :]]  # (..., B, q_len, k_len)
+    return pairs.movedim(-3, 0)
+
+
 def distance_range(q_len: int, k_len: int, q_offset: int = 0) -> tuple[int, int]:
     """Smallest and largest ``r = j - i`` that a ``(q_len, k_len)`` attention needs."""
     return -(q_offset + q_len - 1), k_len - 1 - q_offset

@@ -34,10 +34,23 @@ EXPECTED = {
     "shaw": L * 2 * (2 * K + 1) * D + L * 2 * (K + 1) * D,  # key + value tables per layer
     "t5": 2 * H * 32,  # one table of 32 buckets per stack
     "t5_nob": both(lambda n: H * (2 * n - 1), lambda n: H * n),
+    # AT5: per stack, H MLPs 1-32-4-1 (2*32 + 32*4 + 2*4 + 1 = 201) and H slopes per sign;
+    # the causal decoder has the r <= 0 sign only. NoB: slopes -> a table over distances.
+    "at5": 2 * H * (201 + 1) + H * (201 + 1),
+    "at5_nob": both(lambda n: H * (2 * n - 1) + 2 * H * 201, lambda n: H * n + H * 201),
     "diet_rel": both(lambda n: L * H * (2 * n - 1), lambda n: L * H * n),
     "diet_abs": both(lambda n: H * 2 * n * D, lambda n: H * 2 * n * D),  # layer-shared, d_p = d
+    # encoder: E (k x n) per layer, P_Q (n x d), P_K (k x d) layer-shared; decoder: diet_abs
+    "diet_abs_lin": L * 32 * N_SRC + H * (N_SRC + 32) * D + H * 2 * N_TGT * D,
+    # TUPE, per stack (layer-shared): p (n x d), LayerNorm (2d), U_Q, U_K (d x d + d each)
+    "tupe_a": both(lambda n: n * 128 + 2 * 128 + 2 * (128 * 128 + 128),
+                   lambda n: n * 128 + 2 * 128 + 2 * (128 * 128 + 128)),
+    "tupe_r": both(lambda n: n * 128 + 2 * 128 + 2 * (128 * 128 + 128) + H * 32,  # + buckets
+                   lambda n: n * 128 + 2 * 128 + 2 * (128 * 128 + 128) + H * 32),
     "huang1": both(lambda n: L * H * n, lambda n: L * H * n),  # Table 1: m h n
     "huang2": both(lambda n: L * H * (2 * n - 1), lambda n: L * H * n),  # m h (2n-1)
+    "huang3": both(lambda n: L * H * (2 * n - 1) * D, lambda n: L * H * n * D),  # m h (2n-1) d
+    "xl": 2 * (L * 128 * 128 + 2 * H * D),  # per stack: W_R (d x d) per layer, one u, v pair
     "huang4": both(lambda n: L * H * (2 * n - 1) * D, lambda n: L * H * n * D),  # m h (2n-1) d
 }
 
@@ -51,6 +64,7 @@ def test_parameters_added_over_sinusoidal(encoding):
 @pytest.mark.parametrize("flags,expected", [
     (["--diet-rel-sharing", "layer"], both(lambda n: H * (2 * n - 1), lambda n: H * n)),
     (["--diet-rel-sharing", "head"], both(lambda n: L * (2 * n - 1), lambda n: L * n)),
+    (["--pos-layers", "first"], both(lambda n: H * (2 * n - 1), lambda n: H * n)),
 ])
 def test_diet_rel_sharing_counts(flags, expected):
     total, base = param_count.counts("transformer_tiny_diet_rel", FLAGS + flags, vocab=100)

@@ -1,0 +1,210 @@
+"""``tupe_a``, ``tupe_r``: Transformer with Untied Positional Encoding (Ke et al. 2020, ICLR 2021).
+
+``tupe_a`` (eqs. 7 and 10): no position at the input; in every self-attention layer
+
+    e_ij = (q_i.k_j + (p~_i U_Q^h).(p~_j U_K^h)) / sqrt(2 d_h),   p~ = LayerNorm(p),
+
+with ``p`` a learned absolute table ``n x d`` (``d`` the model dimension) shared by the
+heads, and ``U_Q, U_K: d x d`` linear maps with bias whose outputs are split into the heads.
+The word term uses the :attr:`content_scale` hook (``1/sqrt(2)`` on fairseq's
+``1/sqrt(d_h)``); the positional term is the :meth:`logit_bias`. ``n`` is ``--tupe-max-len``
+(default the stack's ``--max-source/target-positions``); positions count real tokens (a
+left-padded source is encoded like the same source alone) and a longer sequence is an error.
+
+``tupe_r`` (eqs. 8 and 11) adds T5's bucketed relative bias ``b_h[bucket(j - i)]``
+(``--tupe-r-num-buckets`` 32, ``--tupe-r-max-distance`` 128; bidirectional buckets in the
+encoder, causal ones in the decoder), held as a :class:`~.t5.T5` module. The bias is NOT
+scaled by ``1/sqrt(2 d_h)``: eq. (11) adds ``b_{j-i}`` outside the scaling, and the official
+code (guolinke/TUPE, ``TransformerSentenceEncoder``) adds ``rel_pos_bias`` to the already
+scaled absolute term and the sum to the scaled word logits.
+
+Sharing and caching, as in the official code (computed once in the encoder and passed to
+every layer): ``p``, the LayerNorm, ``U_Q``, ``U_K``, the bucket table and ``theta`` form one
+module per stack, shared by all its layers. The whole content-free positional term (absolute
++ relative + reset) is an ``H x n' x n'`` table over positions ``0..n'-1``, computed once per
+forward per stack and kept in the :class:`PositionMemo`; each layer reads it at the rows'
+real positions (the read is also shared by the layers of a full forward). While decoding,
+``n'`` grows geometrically (``memo.ahead``) and each step takes one row.
+
+``--tupe-reset-first`` (eq. 9, "untie [CLS]", off by default): the first row of the
+positional term (position 0 as query, diagonal included) becomes ``theta_1^h`` and the
+first column (position 0 as key, other queries) ``theta_2^h``, two learned values per head
+that replace the whole position-only term there, relative bias included, as eq. (9) says.
+A constant row does not change a softmax, so ``theta_1`` never affects the output (its
+gradient is 0): what matters is that position 0 attends free of position bias, and
+``theta_2``, how much every other position attends to it. ``theta_1`` is kept for eq. (9).
+It is off by default because it exists for BERT's [CLS]; translation sources and targets
+have no such token (position 0 is an ordinary word, or the decoder's start symbol). When on,
+it applies to both stacks, at the first real token.
+
+Deviations from the official code (a BERT encoder): it derives ``theta_1`` from an extra
+table row (``(p~_0 U_Q).(p~_0 U_K)`` scaled, token ``t`` then using row ``t + 1``) and
+``theta_2`` from the first token's own diagonal term, and in TUPE-R adds to them a bucket
+each (an extra one, and the bidirectional table's unused bucket ``nb/2``, which a causal
+table does not have); here ``theta`` is the free ``H x 2`` parameter of eq. (9), and the
+table has ``n`` rows and ``num_buckets`` buckets. ``U_Q, U_K`` are two ``d x d`` linears
+(the official ``pos_proj`` is one ``d x 2d`` linear: the same parameters).
+Initialisation as the official code (``init_bert_params`` applied to the whole model):
+``p``, the weights of ``U_Q, U_K`` and the bucket table N(0, 0.02), biases 0, LayerNorm
+(1, 0); ``theta`` (not in the official code) N(0, 0.02).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..positions import expand_distance_bias, gather_absolute_pairs
+from .base import (
+    PositionEncoding,
+    PositionMemo,
+    add_max_len_arg,
+    check_optional_positive,
+    check_positive,
+    init_scalar_table,
+)
+from .registry import register_encoding
+from .t5 import T5
+
+
+@register_encoding
+class TupeA(PositionEncoding):
+    name = "tupe_a"
+    #: The word logits are ``q.k / sqrt(2 d_h)``.
+    content_scale = 2 ** -0.5
+
+    def __init__(self, num_heads: int, head_dim: int, max_len: int, reset_first: bool) -> None:
+        super().__init__()
+        d = num_heads * head_dim
+        self.num_heads, self.head_dim, self.max_len = num_heads, head_dim, max_len
+        self.scaling = (2 * head_dim) ** -0.5
+        self.pos = nn.Parameter(torch.empty(max_len, d))
+        init_scalar_table(self.pos)
+        self.pos_ln = nn.LayerNorm(d)
+        self.u_q = nn.Linear(d, d)
+        self.u_k = nn.Linear(d, d)
+        for linear in (self.u_q, self.u_k):
+            init_scalar_table(linear.weight)
+            nn.init.zeros_(linear.bias)
+        self.theta: Optional[nn.Parameter] = None
+        if reset_first:  # [:, 0]: position 0 to all; [:, 1]: others to position 0
+            self.theta = nn.Parameter(torch.empty(num_heads, 2))
+            init_scalar_table(self.theta)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_max_len_arg(parser, "tupe", "tupe_a, tupe_r: rows of the absolute position "
+                        "table p; longer inputs are an error")
+        parser.add_argument("--tupe-reset-first", action="store_true",
+                            help="tupe_a, tupe_r: untie position 0 (the paper's [CLS] reset, "
+                                 "eq. 9): its positional row and column become two learned "
+                                 "values per head (off: translation has no [CLS])")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        check_optional_positive(args, "tupe_max_len")
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        return True
+
+    @classmethod
+    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+        return args.tupe_max_len or max_positions
+
+    @classmethod
+    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
+        return "--tupe-max-len" if args.tupe_max_len else None
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeA":
+        return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
+                   args.tupe_reset_first)
+
+    def relative_term(self, n: int) -> Optional[Tensor]:
+        """``(H, n, n)`` added to the absolute term before the reset (tupe_r), or None."""
+        return None
+
+    def positional_term(self, n: int) -> Tensor:
+        """The whole position-only term ``(H, n, n)`` for positions ``0..n-1``."""
+        p = self.pos_ln(self.pos[:n])
+        pos_q = self.u_q(p).view(n, self.num_heads, self.head_dim).transpose(0, 1)
+        pos_k = self.u_k(p).view(n, self.num_heads, self.head_dim).transpose(0, 1)
+        term = torch.matmul(pos_q * self.scaling, pos_k.transpose(-1, -2))
+        relative = self.relative_term(n)
+        if relative is not None:
+            term = term + relative
+        if self.theta is not None:
+            idx = torch.arange(n, device=term.device)
+            first_row, first_col = (idx == 0)[:, None], (idx == 0)[None, :]
+            theta_1, theta_2 = (t[:, None, None] for t in self.theta.unbind(-1))
+            term = torch.where(first_row, theta_1,
+                               torch.where(first_col, theta_2, term))
+        return term
+
+    def _table(self, length: int, memo: PositionMemo) -> Tensor:
+        """:meth:`positional_term` for some ``n >= length``, cached in the memo."""
+        return memo.cached(
+            (id(self), "positional_term"), lambda hit: hit.size(-1) >= length,
+            lambda: self.positional_term(min(memo.ahead(length), self.max_len)))
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
+                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+        q_len, k_len = q.size(-2), k.size(-2)
+        positions = (None if key_padding_mask is None
+                     else memo.real_positions(key_padding_mask, k_len, q.device))
+        # The stack rejects such inputs first (max_length); this guards direct use.
+        if k_len > self.max_len and (positions is None or int(positions.max()) >= self.max_len):
+            raise ValueError(
+                f"{self.name}: a sequence has more than {self.max_len} tokens, the rows of "
+                "its position table; train with a larger --tupe-max-len (default: "
+                "--max-source/target-positions) or shorten the input.")
+        table = self._table(min(k_len, self.max_len), memo)
+        if positions is None:  # positions are the indices: a slice
+            return table[:, q_offset:k_len, :k_len]
+        if memo.incremental:  # one row per step, and the memo must not depend on the batch
+            return gather_absolute_pairs(table, positions, q_offset)
+        shape = (q_len, k_len, q_offset)
+        return memo.cached(  # every layer of the stack gets the same padding mask
+            (id(self), "bias"), lambda hit: hit[0] is key_padding_mask and hit[1] == shape,
+            lambda: (key_padding_mask, shape,
+                     gather_absolute_pairs(table, positions, q_offset)))[2]
+
+
+@register_encoding
+class TupeR(TupeA):
+    name = "tupe_r"
+
+    def __init__(self, num_heads: int, head_dim: int, max_len: int, reset_first: bool,
+                 num_buckets: int, max_distance: int, bidirectional: bool) -> None:
+        super().__init__(num_heads, head_dim, max_len, reset_first)
+        self.rel = T5(num_heads, num_buckets, max_distance, bidirectional)
+
+    @classmethod
+    def add_args(cls, parser: argparse.ArgumentParser) -> None:  # tupe_a's flags: shared
+        parser.add_argument("--tupe-r-num-buckets", type=int, default=32, metavar="N",
+                            help="tupe_r: number of T5 relative-position buckets (default 32)")
+        parser.add_argument("--tupe-r-max-distance", type=int, default=128, metavar="N",
+                            help="tupe_r: distances beyond this share the last bucket "
+                                 "(default 128)")
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        super().check_args(args)
+        check_positive(args.tupe_r_num_buckets, "--tupe-r-num-buckets", "TUPE-R uses 32.")
+        check_positive(args.tupe_r_max_distance, "--tupe-r-max-distance", "TUPE-R uses 128.")
+        if args.tupe_r_num_buckets < 4:
+            raise ValueError("--tupe-r-num-buckets must be at least 4 (TUPE-R uses 32).")
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeR":
+        return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
+                   args.tupe_reset_first, args.tupe_r_num_buckets,
+                   args.tupe_r_max_distance, not causal)
+
+    def relative_term(self, n: int) -> Tensor:
+        # In a table over positions r = j - i is the index difference, as for real tokens.
+        return expand_distance_bias(self.rel.distance_bias(-(n - 1), n - 1), -(n - 1), n, n, 0)
