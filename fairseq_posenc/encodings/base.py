@@ -37,6 +37,7 @@ from ..positions import (
     clipped_index,
     distance_range,
     expand_distance_bias,
+    gather_absolute_pairs,
     real_positions,
     relative_positions,
 )
@@ -259,6 +260,29 @@ def clipped_distance_index(
         lambda: (shape, clipped_index(relative_positions(q_len, k_len, q_offset, device),
                                       r_lo, r_hi)),
     )[1]
+
+
+def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
+                       q_offset: int, key_padding_mask: Optional[Tensor],
+                       memo: PositionMemo) -> Tensor:
+    """Read an ``(H, n, n)`` table over absolute positions (``n >= k_len``) at the real
+    positions of each row: ``(B or 1, H, q_len, k_len)``.
+
+    Without padding the positions are the indices (a slice). With padding the gather is
+    done once per forward for all layers that share ``owner`` (they all get the same mask
+    tensor); during decoding it is one row per step, and nothing that depends on the batch
+    is kept in the decoding memo (it is never reordered)."""
+    if key_padding_mask is None:
+        return table[:, q_offset:k_len, :k_len]
+    positions = memo.real_positions(key_padding_mask, k_len, table.device)
+    if memo.incremental:
+        return gather_absolute_pairs(table, positions, q_offset)
+    shape = (q_len, k_len, q_offset)
+    return memo.cached(
+        (id(owner), "absolute_pair_bias"),
+        lambda hit: hit[0] is key_padding_mask and hit[1] == shape,
+        lambda: (key_padding_mask, shape, gather_absolute_pairs(table, positions, q_offset)),
+    )[2]
 
 
 SHARING_CHOICES = ("none", "layer", "head")

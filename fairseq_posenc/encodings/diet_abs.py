@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from .base import (
     SHARING_CHOICES,
     PositionEncoding,
+    absolute_pair_bias,
     PositionMemo,
     add_max_len_arg,
     check_optional_positive,
@@ -100,9 +101,5 @@ class DietAbs(PositionEncoding):
         # Positions are < k_len, and the stack has already rejected sequences with more
         # real tokens than the table (max_length), so this window always suffices.
         product = self._product(min(k_len, self.max_len), memo)
-        if key_padding_mask is None:  # positions are the indices: a slice
-            return product[:, q_offset:k_len, :k_len]
-        positions = memo.real_positions(key_padding_mask, k_len, q.device)  # (B, k_len)
-        q_pos = positions[:, q_offset:]
-        bias = product[:, q_pos[:, :, None], positions[:, None, :]]  # (H, B, q_len, k_len)
-        return bias.transpose(0, 1)
+        return absolute_pair_bias(self, product, q.size(-2), k_len, q_offset,
+                                  key_padding_mask, memo)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn

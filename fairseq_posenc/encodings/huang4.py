@@ -10,7 +10,6 @@ tensor. Tables start as N(0, 0.02) (BERT's initializer range; the paper's code i
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Optional
 

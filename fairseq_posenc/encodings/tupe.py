@@ -57,10 +57,11 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..positions import expand_distance_bias, gather_absolute_pairs
+from ..positions import expand_distance_bias
 from .base import (
     PositionEncoding,
     PositionMemo,
+    absolute_pair_bias,
     add_max_len_arg,
     check_optional_positive,
     check_positive,
@@ -163,15 +164,7 @@ class TupeA(PositionEncoding):
                 "its position table; train with a larger --tupe-max-len (default: "
                 "--max-source/target-positions) or shorten the input.")
         table = self._table(min(k_len, self.max_len), memo)
-        if positions is None:  # positions are the indices: a slice
-            return table[:, q_offset:k_len, :k_len]
-        if memo.incremental:  # one row per step, and the memo must not depend on the batch
-            return gather_absolute_pairs(table, positions, q_offset)
-        shape = (q_len, k_len, q_offset)
-        return memo.cached(  # every layer of the stack gets the same padding mask
-            (id(self), "bias"), lambda hit: hit[0] is key_padding_mask and hit[1] == shape,
-            lambda: (key_padding_mask, shape,
-                     gather_absolute_pairs(table, positions, q_offset)))[2]
+        return absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask, memo)
 
 
 @register_encoding
