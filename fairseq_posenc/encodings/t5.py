@@ -38,17 +38,11 @@ class T5(RelativeScalarBias):
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--t5-num-buckets", type=int, default=32, metavar="N",
-                            help="t5: number of relative-position buckets (default 32)")
-        parser.add_argument("--t5-max-distance", type=int, default=128, metavar="N",
-                            help="t5: distances beyond this share the last bucket (default 128)")
+        add_bucket_args(parser, "t5", "T5")
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
-        check_positive(args.t5_num_buckets, "--t5-num-buckets", "T5 uses 32.")
-        check_positive(args.t5_max_distance, "--t5-max-distance", "T5 uses 128.")
-        if args.t5_num_buckets < 4:
-            raise ValueError("--t5-num-buckets must be at least 4 (T5 uses 32).")
+        check_bucket_args(args, "t5", "T5")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -62,3 +56,22 @@ class T5(RelativeScalarBias):
         r = torch.arange(r_lo, r_hi + 1, device=self.rel_bias.device)
         buckets = t5_bucket(r, self.num_buckets, self.max_distance, self.bidirectional)
         return self.rel_bias[:, buckets]
+
+
+def add_bucket_args(parser: argparse.ArgumentParser, prefix: str, who: str) -> None:
+    """``--<prefix>-num-buckets`` (default 32) and ``--<prefix>-max-distance`` (128)."""
+    flag, name = prefix.replace("_", "-"), prefix
+    parser.add_argument(f"--{flag}-num-buckets", type=int, default=32, metavar="N",
+                        help=f"{name}: number of relative-position buckets (default 32, {who})")
+    parser.add_argument(f"--{flag}-max-distance", type=int, default=128, metavar="N",
+                        help=f"{name}: distances beyond this share the last bucket "
+                             f"(default 128, {who})")
+
+
+def check_bucket_args(args: argparse.Namespace, prefix: str, who: str) -> None:
+    flag = "--" + prefix.replace("_", "-")
+    buckets, distance = getattr(args, f"{prefix}_num_buckets"), getattr(args, f"{prefix}_max_distance")
+    check_positive(buckets, f"{flag}-num-buckets", f"{who} uses 32.")
+    check_positive(distance, f"{flag}-max-distance", f"{who} uses 128.")
+    if buckets < 4:
+        raise ValueError(f"{flag}-num-buckets must be at least 4 ({who} uses 32).")

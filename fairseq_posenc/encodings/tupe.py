@@ -64,11 +64,10 @@ from .base import (
     absolute_pair_bias,
     add_max_len_arg,
     check_optional_positive,
-    check_positive,
     init_scalar_table,
 )
 from .registry import register_encoding
-from .t5 import T5
+from .t5 import T5, add_bucket_args, check_bucket_args
 
 
 @register_encoding
@@ -178,19 +177,12 @@ class TupeR(TupeA):
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:  # tupe_a's flags: shared
-        parser.add_argument("--tupe-r-num-buckets", type=int, default=32, metavar="N",
-                            help="tupe_r: number of T5 relative-position buckets (default 32)")
-        parser.add_argument("--tupe-r-max-distance", type=int, default=128, metavar="N",
-                            help="tupe_r: distances beyond this share the last bucket "
-                                 "(default 128)")
+        add_bucket_args(parser, "tupe_r", "TUPE-R")
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
         super().check_args(args)
-        check_positive(args.tupe_r_num_buckets, "--tupe-r-num-buckets", "TUPE-R uses 32.")
-        check_positive(args.tupe_r_max_distance, "--tupe-r-max-distance", "TUPE-R uses 128.")
-        if args.tupe_r_num_buckets < 4:
-            raise ValueError("--tupe-r-num-buckets must be at least 4 (TUPE-R uses 32).")
+        check_bucket_args(args, "tupe_r", "TUPE-R")
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeR":
