@@ -1,0 +1,130 @@
+"""The papers' translation tables and the settings that reproduce them (data, no logic).
+
+Each paper's table is a set of rows (position encodings, with the model flags that make
+our encoding match the paper's setting) and columns (a dataset, a direction, a test set),
+plus the training, decoding and scoring setup the paper states. Where a paper is silent,
+the choice is marked ``# not stated:`` with the reason for the value taken.
+
+Paper numbers are those of ``SPEC.md`` ("Reference numbers").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str  # as printed in the paper's table
+    dataset: str  # examples/wmt/prepare.py dataset name
+    src: str
+    tgt: str
+    testset: str  # newstest name, looked up in the dataset's manifest
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str  # the paper's name of the model
+    encoding: str  # --pos-encoding
+    flags: tuple[str, ...] = ()  # model flags that reproduce the paper's setting
+    paper: tuple[float, ...] = ()  # the paper's BLEU, one per column
+
+
+@dataclass(frozen=True)
+class Paper:
+    key: str
+    title: str  # table caption
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+    metric: str  # "cased" | "uncased" | "tokenized" (see reproduce.score)
+    max_update: int
+    batch_tokens: int  # tokens per update (all GPUs, all accumulation steps)
+    model_flags: tuple[str, ...] = ()
+    average_last: int = 0  # average this many last checkpoints (0: use the last one)
+    notes: tuple[str, ...] = field(default=())
+
+
+# Transformer base as in Vaswani et al. 2017 / tensor2tensor's transformer_base: Adam
+# (0.9, 0.98, eps 1e-9), the "noam" schedule (inverse_sqrt with 4000 warmup updates; lr 7e-4
+# is its peak, d_model^-0.5 * 4000^-0.5), label smoothing 0.1, dropout 0.1, one joined BPE
+# vocabulary with all embeddings shared.
+BASE_TRAIN_FLAGS: tuple[str, ...] = (
+    "--share-all-embeddings",
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--adam-eps", "1e-9",
+    "--lr", "7e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "4000",
+    "--warmup-init-lr", "1e-7",
+    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--dropout", "0.1", "--weight-decay", "0.0",
+)
+
+BEAM, LENPEN = 10, 0.6  # all three papers decode with beam 10 (AT5: not stated) and alpha 0.6
+
+CHEN2021A = Paper(
+    key="chen2021a",
+    title="Chen et al. 2021a ('Demystifying ...'), Table 6: newstest2015, uncased BLEU",
+    columns=(
+        Column("EN-DE", "wmt15_en_de", "en", "de", "newstest2015"),
+        Column("DE-EN", "wmt15_en_de", "de", "en", "newstest2015"),
+        Column("EN-CS", "wmt18_en_cs", "en", "cs", "newstest2015"),
+    ),
+    rows=(
+        Row("Vaswani (input)", "sinusoidal", (), (28.33, 31.82, 21.15)),
+        # tensor2tensor's transformer_relative (the implementation the paper ran) clips at 20
+        Row("Shaw", "shaw", ("--shaw-clip", "20"), (29.23, 32.37, 21.47)),
+        Row("Raffel (T5)", "t5", (), (29.17, 31.81, 21.31)),
+        Row("REL-SCALAR", "diet_rel", (), (29.22, 31.91, 21.71)),
+    ),
+    metric="uncased",
+    # not stated: the paper "follows Vaswani et al. closely" with tensor2tensor, whose base
+    # model trained 100k steps on ~25k source + ~25k target tokens per batch and averaged
+    # the last 5 checkpoints.
+    max_update=100_000,
+    batch_tokens=25_000,
+    average_last=5,
+)
+
+DIET = Paper(
+    key="diet",
+    title="Chen et al. 2021b (DIET), Table 4: newstest2018, SacreBLEU (default, cased)",
+    columns=(
+        Column("EN-DE", "wmt18_en_de", "en", "de", "newstest2018"),
+        Column("DE-EN", "wmt18_en_de", "de", "en", "newstest2018"),
+        Column("EN-CS", "wmt18_en_cs", "en", "cs", "newstest2018"),
+        Column("CS-EN", "wmt18_en_cs", "cs", "en", "newstest2018"),
+    ),
+    rows=(
+        Row("Vaswani", "sinusoidal", (), (39.00, 38.42, 18.55, 22.93)),
+        Row("Shaw", "shaw", ("--shaw-clip", "20"), (40.10, 38.90, 18.74, 23.89)),
+        Row("DIET-REL", "diet_rel", (), (39.47, 38.49, 18.68, 23.93)),
+    ),
+    metric="cased",
+    max_update=250_000,  # "train for 250k steps" (appendix, Translate)
+    # not stated: Vaswani et al.'s batch of ~25k tokens per side; no averaging is mentioned
+    batch_tokens=25_000,
+)
+
+AT5 = Paper(
+    key="at5",
+    title="Wu et al. 2021 (AT5), Table 6: WMT17 en-de, multi-BLEU (tokenized)",
+    columns=tuple(Column(year, "wmt17_en_de", "en", "de", f"newstest{year}")
+                  for year in ("2014", "2015", "2016", "2017")),
+    rows=(
+        # "B_max and M for T5 are 64 and 128": 64 buckets, max distance 128
+        Row("T5-NoB", "t5_nob", (), (28.24, 30.07, 33.73, 28.06)),
+        Row("T5", "t5", ("--t5-num-buckets", "64", "--t5-max-distance", "128",
+                         "--pos-layers", "first"), (28.15, 30.05, 33.64, 28.00)),
+        Row("AT5-NoB", "at5_nob", (), (27.91, 29.86, 33.58, 28.00)),
+        Row("AT5", "at5", (), (28.34, 30.18, 34.26, 28.21)),
+    ),
+    metric="tokenized",
+    # "pre-norm residual unit", "maximum sequence length for encoder and decoder are both
+    # 256", "batch size is 25000"; the bias is in the first layer only (--pos-layers
+    # defaults to first for t5_nob, at5, at5_nob; set explicitly for t5 above).
+    model_flags=("--encoder-normalize-before", "--decoder-normalize-before",
+                 "--max-source-positions", "256", "--max-target-positions", "256"),
+    # not stated: training length; Vaswani et al.'s base setting (100k updates)
+    max_update=100_000,
+    batch_tokens=25_000,
+)
+
+PAPERS: dict[str, Paper] = {p.key: p for p in (CHEN2021A, DIET, AT5)}

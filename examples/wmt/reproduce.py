@@ -1,0 +1,433 @@
+"""Train, translate, score and tabulate the papers' WMT experiments (see ``recipes.py``).
+
+Usage (after ``examples/wmt/prepare.py`` has prepared the datasets under ``--data``)::
+
+    python examples/wmt/reproduce.py commands --paper diet            # print every command
+    python examples/wmt/reproduce.py train    --paper diet --row DIET-REL --column EN-DE --gpus 8
+    python examples/wmt/reproduce.py evaluate --paper diet --row DIET-REL --column EN-DE
+    python examples/wmt/reproduce.py table                            # Markdown: paper, ours, diff
+    python examples/wmt/reproduce.py smoke    --work /tmp/smoke       # whole chain, tiny, offline
+
+Layout under ``--work`` (default ``work/wmt``): ``checkpoints/PAPER/ROW/DATASET.SRC-TGT/``
+and ``results/PAPER/ROW/SRC-TGT/TESTSET.json`` (score, sacreBLEU signature, metric, number
+of sentences, checkpoint). ``--data`` (default ``data/wmt``) holds one directory per dataset
+as written by ``prepare.py`` (``bin/``, ``refs/``, ``manifest.json``).
+
+Training follows each paper (``recipes.py``): Transformer base, the paper's batch in tokens
+per update reached on any number of GPUs through ``--max-tokens`` per GPU and
+``--update-freq``, the paper's number of updates. Evaluation averages the last checkpoints
+where the paper's setup implies it, translates every test sentence (beam 10, length
+penalty 0.6, ``--required-batch-size-multiple 1``; a missing hypothesis is an error),
+detokenizes, and scores with sacreBLEU as the paper did: cased (DIET), uncased (Chen
+2021a), or tokenized BLEU (AT5's multi-BLEU: Moses-tokenized hypothesis and reference,
+``tokenize=none``). fairseq's ``scripts/average_checkpoints.py`` is not part of the
+installed package, hence :func:`average_checkpoints`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+USER_DIR = ROOT / "fairseq_posenc"
+sys.path.insert(0, str(HERE))
+
+import prepare  # noqa: E402  (examples/wmt/prepare.py)
+from recipes import BASE_TRAIN_FLAGS, BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
+
+
+# --- what to run -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    paper: Paper
+    row: Row
+    column: Column
+
+    @property
+    def pair(self) -> str:
+        return f"{self.column.src}-{self.column.tgt}"
+
+    def save_dir(self, work: Path) -> Path:
+        return work / "checkpoints" / self.paper.key / slug(self.row.label) / (
+            f"{self.column.dataset}.{self.pair}")
+
+    def result_path(self, work: Path) -> Path:
+        return (work / "results" / self.paper.key / slug(self.row.label) / self.pair
+                / f"{self.column.testset}.json")
+
+
+def slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
+
+
+def select(paper: str, row: Optional[str] = None, column: Optional[str] = None) -> list[Run]:
+    if paper not in PAPERS:
+        raise SystemExit(f"unknown --paper {paper!r}; choose one of {', '.join(PAPERS)}")
+    p = PAPERS[paper]
+    rows = [r for r in p.rows if row in (None, r.label, slug(r.label), r.encoding)]
+    cols = [c for c in p.columns if column in (None, c.label)]
+    if not rows or not cols:
+        raise SystemExit(
+            f"{paper} has rows {[r.label for r in p.rows]} and columns "
+            f"{[c.label for c in p.columns]}; got --row {row!r} --column {column!r}")
+    return [Run(p, r, c) for r in rows for c in cols]
+
+
+def trainings(runs: Iterable[Run]) -> list[Run]:
+    """One training per (row, dataset, direction): columns that differ only in the test set
+    (AT5's four years) share a model."""
+    seen: dict[tuple, Run] = {}
+    for run in runs:
+        seen.setdefault((run.paper.key, run.row.label, run.column.dataset, run.pair), run)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class Scale:
+    """What differs between the real recipe and the smoke mode."""
+
+    arch_size: str = "transformer_wmt_en_de"
+    max_update: Optional[int] = None  # None: the paper's
+    max_tokens: int = 4096  # per GPU and forward pass
+    gpus: int = 1
+    extra_train: tuple[str, ...] = ()
+
+
+def update_freq(paper: Paper, scale: Scale) -> int:
+    return max(1, math.ceil(paper.batch_tokens / (scale.max_tokens * scale.gpus)))
+
+
+def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
+    """``fairseq-train`` arguments for one run (the program name excluded)."""
+    paper = run.paper
+    args = [
+        str(data / run.column.dataset / "bin"),
+        "--user-dir", str(USER_DIR),
+        "--task", "translation", "--source-lang", run.column.src,
+        "--target-lang", run.column.tgt,
+        "--arch", f"{scale.arch_size}_{run.row.encoding}",
+        *paper.model_flags, *run.row.flags, *BASE_TRAIN_FLAGS,
+        "--max-tokens", str(scale.max_tokens),
+        "--update-freq", str(update_freq(paper, scale)),
+        "--max-update", str(scale.max_update or paper.max_update),
+        "--save-dir", str(run.save_dir(work)),
+        "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "100",
+    ]
+    if paper.average_last:
+        interval = max(1, (scale.max_update or paper.max_update) // 100)
+        args += ["--save-interval-updates", str(interval),
+                 "--keep-interval-updates", str(paper.average_last)]
+    if scale.gpus > 1:
+        args += ["--distributed-world-size", str(scale.gpus)]
+    return args + list(scale.extra_train)
+
+
+def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: Path,
+                  bpe: str) -> list[str]:
+    post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
+    return [
+        str(data / run.column.dataset / "bin"),
+        "--user-dir", str(USER_DIR),
+        "--task", "translation", "--source-lang", run.column.src,
+        "--target-lang", run.column.tgt,
+        "--path", str(checkpoint), "--gen-subset", split,
+        "--beam", str(BEAM), "--lenpen", str(LENPEN), *post,
+        # fairseq's default multiple of 8 silently drops a last, smaller batch
+        "--required-batch-size-multiple", "1", "--max-tokens", "8000",
+        "--results-path", str(results), "--num-workers", "0",
+    ]
+
+
+# --- running fairseq -------------------------------------------------------------------
+
+
+def run_fairseq(tool: str, args: Sequence[str], in_process: bool) -> None:
+    """``fairseq-train`` / ``fairseq-generate`` as a subprocess (the recipe), or in this
+    process with the same arguments (the smoke mode: no interpreter start-up per run)."""
+    if not in_process:
+        exe = Path(sys.executable).parent / tool
+        subprocess.run([str(exe) if exe.exists() else tool, *args], check=True)
+        return
+    from fairseq import distributed_utils, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq_cli import generate, train
+
+    if tool == "fairseq-train":
+        parsed = options.parse_args_and_arch(options.get_training_parser(), list(args))
+        distributed_utils.call_main(convert_namespace_to_omegaconf(parsed), train.main)
+    elif tool == "fairseq-generate":
+        parsed = options.parse_args_and_arch(options.get_generation_parser(), list(args))
+        generate.main(parsed)
+    else:
+        raise ValueError(tool)
+
+
+def train(run: Run, data: Path, work: Path, scale: Scale, in_process: bool = False) -> None:
+    run.save_dir(work).mkdir(parents=True, exist_ok=True)
+    run_fairseq("fairseq-train", train_args(run, data, work, scale), in_process)
+
+
+def average_checkpoints(paths: Sequence[Path], out: Path) -> Path:
+    """Parameter-wise mean of ``paths`` (as fairseq's scripts/average_checkpoints.py), the
+    rest of the state from the last one. Written to a temporary name, then renamed."""
+    import torch
+    from fairseq_posenc.checkpoint import register_safe_globals
+
+    register_safe_globals()  # fairseq's checkpoint globals for torch.load(weights_only=True)
+    states = [torch.load(p, map_location="cpu") for p in paths]
+    averaged = dict(states[-1])
+    averaged["model"] = {
+        k: (sum(s["model"][k].double() for s in states) / len(states)).to(v.dtype)
+        if v.is_floating_point() else v
+        for k, v in states[-1]["model"].items()
+    }
+    tmp = out.with_suffix(".tmp")
+    torch.save(averaged, tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def final_checkpoint(run: Run, work: Path) -> Path:
+    save = run.save_dir(work)
+    last = save / "checkpoint_last.pt"
+    if not last.exists():
+        raise SystemExit(f"{last} does not exist: train first (reproduce.py train ...)")
+    n = run.paper.average_last
+    if not n:
+        return last
+
+    def updates(p: Path) -> int:
+        return int(p.stem.rsplit("_", 1)[1])
+
+    kept = sorted(save.glob("checkpoint_*_*.pt"), key=updates)[-n:]
+    if len(kept) < n:
+        print(f"[reproduce] warning: {len(kept)} interval checkpoints in {save}, the paper "
+              f"averages {n}", file=sys.stderr)
+    if not kept:
+        return last
+    return average_checkpoints(kept, save / f"checkpoint_avg{n}.pt")
+
+
+# --- scoring ---------------------------------------------------------------------------
+
+
+def hypotheses(generate_output: Path, expected: int) -> list[str]:
+    """``H-<id>`` lines sorted by id; every sentence must be there."""
+    hyps: dict[int, str] = {}
+    for line in generate_output.read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            head, _score, text = (line.split("\t") + [""])[:3]
+            hyps[int(head[2:])] = text
+    missing = sorted(set(range(expected)) - set(hyps))
+    if missing or len(hyps) != expected:
+        raise SystemExit(
+            f"{generate_output}: {len(hyps)} hypotheses for {expected} test sentences "
+            f"(missing ids {missing[:10]}...). fairseq dropped sentences: check "
+            "--required-batch-size-multiple 1 and --max-source-positions.")
+    return [hyps[i] for i in range(expected)]
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
+    """sacreBLEU as the paper reports it; returns (BLEU result, signature string)."""
+    from sacrebleu.metrics import BLEU
+
+    if metric == "tokenized":  # multi-bleu.perl: BLEU over Moses tokens, no re-tokenizing
+        from sacremoses import MosesTokenizer
+
+        tok = MosesTokenizer(lang=lang)
+        hyps = [tok.tokenize(h, escape=False, return_str=True) for h in hyps]
+        refs = [tok.tokenize(r, escape=False, return_str=True) for r in refs]
+        bleu = BLEU(tokenize="none")
+    else:
+        bleu = BLEU(lowercase=(metric == "uncased"))
+    result = bleu.corpus_score(list(hyps), [list(refs)])
+    signature = str(bleu.get_signature())
+    if metric == "tokenized":
+        signature += "|pretok:sacremoses"
+    return result, signature
+
+
+def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
+    checkpoints: dict[Path, Path] = {}
+    for run in runs:
+        manifest = json.loads((data / run.column.dataset / "manifest.json").read_text())
+        tests = {t["testset"]: t["split"] for t in manifest["tests"]}
+        if run.column.testset not in tests:
+            raise SystemExit(f"{run.column.dataset} has no {run.column.testset} test split "
+                             f"(it has {sorted(tests)}); rerun prepare.py")
+        split = tests[run.column.testset]
+        save = run.save_dir(work)
+        if save not in checkpoints:
+            checkpoints[save] = final_checkpoint(run, work)
+        out_dir = run.result_path(work).parent / f"generate.{run.column.testset}"
+        run_fairseq("fairseq-generate",
+                    generate_args(run, data, checkpoints[save], split, out_dir,
+                                  manifest["bpe"]), in_process)
+        refs_dir = data / run.column.dataset / "refs"
+        refs = read_lines(refs_dir / f"{run.column.testset}.{run.column.tgt}")
+        hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs))
+        detok = prepare.detokenize(hyps, run.column.tgt, manifest["bpe"])
+        result, signature = score(detok, refs, run.paper.metric, run.column.tgt)
+        write_json(run.result_path(work), {
+            "paper": run.paper.key, "row": run.row.label, "column": run.column.label,
+            "encoding": run.row.encoding, "testset": run.column.testset, "pair": run.pair,
+            "metric": run.paper.metric, "bleu": round(result.score, 2),
+            "signature": signature, "sentences": len(refs),
+            "checkpoint": str(checkpoints[save]),
+        })
+        print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
+              f"{result.score:.2f} ({signature})")
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+# --- table -----------------------------------------------------------------------------
+
+
+def table(work: Path, papers: Sequence[str]) -> str:
+    """Each paper's table: the paper's BLEU, ours and the difference, as Markdown."""
+    out: list[str] = []
+    for key in papers:
+        paper = PAPERS[key]
+        out += [f"### {paper.title}", "",
+                "| model | " + " | ".join(f"{c.label} paper / ours / diff"
+                                          for c in paper.columns) + " |",
+                "|---|" + "---|" * len(paper.columns)]
+        signatures = set()
+        for row in paper.rows:
+            cells = []
+            for col, theirs in zip(paper.columns, row.paper):
+                path = Run(paper, row, col).result_path(work)
+                if path.exists():
+                    res = json.loads(path.read_text())
+                    signatures.add(res["signature"])
+                    cells.append(f"{theirs:.2f} / {res['bleu']:.2f} / "
+                                 f"{res['bleu'] - theirs:+.2f}")
+                else:
+                    cells.append(f"{theirs:.2f} / - / -")
+            out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
+        out.append("")
+        out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)] + [""]
+    return "\n".join(out)
+
+
+# --- smoke mode ------------------------------------------------------------------------
+
+SMOKE = Scale(arch_size="transformer_tiny", max_update=2, max_tokens=2000, extra_train=(
+    "--num-workers", "0", "--no-progress-bar", "--log-interval", "1",
+    # a validation set of a few sentences would be dropped whole by the default multiple 8
+    "--required-batch-size-multiple", "1",
+    "--max-source-positions", "256", "--max-target-positions", "256"))
+
+
+def smoke(work: Path, papers: Sequence[str], bpe_size: int = 60) -> str:
+    """Every step on CPU in minutes: fake archives with the real layout (served from
+    a local directory), preparation, a tiny model per table cell trained for 2 updates,
+    translation, scoring, tables. The BLEU is meaningless; the chain is what is tested."""
+    import fake_archives
+
+    data = work / "data"
+    mirror = fake_archives.build_fake_mirror(work / "mirror")
+    runs = [run for key in papers for run in select(key)]
+    for dataset in sorted({run.column.dataset for run in runs}):
+        code = prepare.main([dataset, "--dest", str(data / dataset), "--bpe-size",
+                             str(bpe_size), *fake_archives.prepare_flags(mirror)])
+        if code:
+            raise SystemExit(f"prepare.py {dataset} failed (exit code {code})")
+    for run in trainings(runs):
+        with quiet():
+            train(run, data, work, SMOKE, in_process=True)
+    with quiet():
+        evaluate(runs, data, work, in_process=True)
+    return table(work, papers)
+
+
+@contextlib.contextmanager
+def quiet():
+    """fairseq logs every step; keep the smoke output to the table."""
+    import logging
+
+    level = logging.root.level
+    logging.root.setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logging.root.setLevel(level)
+
+
+# --- command line ----------------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("commands", "train", "evaluate"):
+        p = sub.add_parser(name)
+        p.add_argument("--paper", required=True, choices=sorted(PAPERS))
+        p.add_argument("--row", help="a row label, its slug or its encoding (default: all)")
+        p.add_argument("--column", help="a column label, e.g. EN-DE or 2016 (default: all)")
+        p.add_argument("--data", type=Path, default=Path("data/wmt"))
+        p.add_argument("--work", type=Path, default=Path("work/wmt"))
+        if name != "evaluate":
+            p.add_argument("--gpus", type=int, default=1,
+                           help="GPUs per run: sets --distributed-world-size and, with "
+                                "--max-tokens, the --update-freq that gives the paper's batch")
+            p.add_argument("--max-tokens", type=int, default=4096,
+                           help="tokens per GPU and forward pass (default 4096)")
+    p = sub.add_parser("table")
+    p.add_argument("--work", type=Path, default=Path("work/wmt"))
+    p.add_argument("--paper", action="append", choices=sorted(PAPERS))
+    p = sub.add_parser("smoke")
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--paper", action="append", choices=sorted(PAPERS))
+    args = parser.parse_args(argv)
+
+    if args.command == "table":
+        print(table(args.work, args.paper or list(PAPERS)))
+    elif args.command == "smoke":
+        print(smoke(args.work, args.paper or list(PAPERS)))
+    else:
+        runs = select(args.paper, args.row, args.column)
+        if args.command == "evaluate":
+            evaluate(runs, args.data, args.work)
+            return
+        scale = Scale(gpus=args.gpus, max_tokens=args.max_tokens)
+        for run in trainings(runs):
+            if args.command == "commands":
+                print(" ".join(["fairseq-train", *map(quote, train_args(run, args.data,
+                                                                         args.work, scale))]))
+            else:
+                train(run, args.data, args.work, scale)
+
+
+def quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""examples/wmt/reproduce.py: the papers' recipes, scoring, tables, and the smoke mode that
+runs the whole chain (prepare, train, translate, score, tabulate) offline on CPU."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+WMT = Path(__file__).resolve().parent.parent / "examples" / "wmt"
+sys.path.insert(0, str(WMT))
+reproduce = importlib.import_module("reproduce")
+recipes = importlib.import_module("recipes")
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::FutureWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+
+def flag(args, name):
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize("gpus,max_tokens,freq", [(1, 4096, 7), (8, 4096, 1), (4, 3125, 2)])
+def test_update_freq_reaches_the_papers_batch(gpus, max_tokens, freq):
+    scale = reproduce.Scale(gpus=gpus, max_tokens=max_tokens)
+    assert reproduce.update_freq(recipes.AT5, scale) == freq  # 25000 tokens per update
+    assert freq * gpus * max_tokens >= 25000 > (freq - 1) * gpus * max_tokens
+
+
+def test_training_flags_follow_each_paper():
+    [run] = reproduce.select("at5", "T5", "2016")
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale(gpus=2))
+    assert flag(args, "--arch") == "transformer_wmt_en_de_t5"
+    assert {"--encoder-normalize-before", "--decoder-normalize-before"} <= set(args)
+    assert flag(args, "--max-source-positions") == flag(args, "--max-target-positions") == "256"
+    assert (flag(args, "--t5-num-buckets"), flag(args, "--pos-layers")) == ("64", "first")
+    assert (flag(args, "--label-smoothing"), flag(args, "--distributed-world-size")) == ("0.1", "2")
+    assert args[0] == str(Path("D") / "wmt17_en_de" / "bin")
+
+    [run] = reproduce.select("diet", "DIET-REL", "CS-EN")
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    assert (flag(args, "--source-lang"), flag(args, "--target-lang")) == ("cs", "en")
+    assert flag(args, "--max-update") == "250000" and "--save-interval-updates" not in args
+
+    [run] = reproduce.select("chen2021a", "sinusoidal", "EN-DE")  # averages the last 5
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    assert flag(args, "--keep-interval-updates") == "5"
+
+
+def test_at5_years_share_one_training():
+    runs = reproduce.select("at5")
+    assert len(runs) == 16 and len(reproduce.trainings(runs)) == 4
+
+
+def test_generation_translates_everything_with_the_papers_beam():
+    [run] = reproduce.select("diet", "Vaswani", "EN-DE")
+    args = reproduce.generate_args(run, Path("D"), Path("c.pt"), "test1", Path("R"), "subword-nmt")
+    assert (flag(args, "--beam"), flag(args, "--lenpen")) == ("10", "0.6")
+    assert flag(args, "--required-batch-size-multiple") == "1" and "--remove-bpe" in args
+
+
+def test_missing_hypotheses_are_an_error(tmp_path):
+    out = tmp_path / "generate-test.txt"
+    out.write_text("S-0\ta\nH-0\t-0.1\tx y\nH-2\t-0.3\tz\n")
+    with pytest.raises(SystemExit, match="2 hypotheses for 3 test sentences"):
+        reproduce.hypotheses(out, 3)
+    out.write_text("H-1\t-0.2\tsecond\nS-0\ta\nH-0\t-0.1\tfirst\n")
+    assert reproduce.hypotheses(out, 2) == ["first", "second"]  # sorted by id
+
+
+def test_metrics_as_each_paper_reports_them():
+    hyps, refs = ["The cat sat on the mat ."], ["the cat sat on the mat."]
+    cased, sig_cased = reproduce.score(hyps, refs, "cased", "en")
+    uncased, sig_uncased = reproduce.score(hyps, refs, "uncased", "en")
+    assert uncased.score > cased.score and "case:lc" in sig_uncased and "case:mixed" in sig_cased
+    # tokenized BLEU: Moses tokens on both sides, no further tokenization (multi-bleu.perl)
+    tok, sig_tok = reproduce.score(["Das ist gut, oder?"], ["Das ist gut , oder ?"],
+                                   "tokenized", "de")
+    assert tok.score == pytest.approx(100.0) and "tok:none" in sig_tok
+
+
+def test_table_prints_paper_ours_and_difference(tmp_path):
+    [run] = reproduce.select("diet", "DIET-REL", "EN-CS")
+    reproduce.write_json(run.result_path(tmp_path), {"bleu": 19.0, "signature": "nrefs:1|x"})
+    text = reproduce.table(tmp_path, ["diet"])
+    assert "| DIET-REL (`diet_rel`) | 39.47 / - / - | 38.49 / - / - | 18.68 / 19.00 / +0.32 |" in text
+    assert "sacreBLEU: `nrefs:1|x`" in text
+
+
+def test_average_checkpoints(tmp_path):
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"c{i}.pt")
+        torch.save({"model": {"w": torch.full((2,), float(i)), "n": torch.tensor([i])},
+                    "extra": i}, paths[-1])
+    out = reproduce.average_checkpoints(paths, tmp_path / "avg.pt")
+    state = torch.load(out)
+    assert state["model"]["w"].tolist() == [1.0, 1.0]
+    assert state["model"]["n"].tolist() == [2] and state["extra"] == 2  # non-float: last
+
+
+def test_smoke_mode_runs_every_table(tmp_path):
+    """prepare (offline archives) -> train a tiny model per table row and dataset direction
+    -> fairseq-generate every test set -> sacreBLEU -> the three tables."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        text = reproduce.smoke(tmp_path, list(recipes.PAPERS))
+    finally:
+        torch.set_num_threads(saved)
+    for paper in recipes.PAPERS.values():
+        assert paper.title in text
+        for row in paper.rows:
+            for col in paper.columns:
+                result = json.loads(reproduce.Run(paper, row, col).result_path(tmp_path)
+                                    .read_text())
+                assert 0.0 <= result["bleu"] <= 100.0 and result["sentences"] > 0
+                assert result["signature"].startswith("nrefs:1|")
+    assert " / - / -" not in text  # every cell has our number
