@@ -28,7 +28,6 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
-from fairseq import utils
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
@@ -139,7 +138,10 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 logits = logits * scale.to(q.dtype)
             if mask is not None:
                 logits = logits + mask
-            probs = utils.softmax(logits, dim=-1).type_as(logits)
+            # fairseq's utils.softmax works in float32 (fp16 safety) but would also round
+            # float64 down; keep at least float32 and never less than the input.
+            probs = torch.softmax(logits, dim=-1, dtype=torch.promote_types(
+                logits.dtype, torch.float32)).type_as(logits)
             dropped = self.dropout_module(probs)
             out = torch.matmul(dropped, v)
             if position.has_value_term:

@@ -18,7 +18,7 @@ from model_utils import build_attention, build_model, encoding_args
 from test_decoding import count_distance_tables, random_source
 from test_formulas import clip, naive_attention, run
 
-TOL = 1e-6
+TOL = 1e-9
 
 
 def sigmoid(x: float) -> float:

@@ -13,7 +13,7 @@ from fairseq_posenc.encodings.diet_abs import DietAbs
 from fairseq_posenc.encodings.diet_abs_lin import DietAbsLin
 from model_utils import build_model, encoding_args
 
-TOL = 1e-6
+TOL = 1e-9
 
 
 def lin_attention(k: int, rank: int, max_len: int = 12, embed_dim: int = 8, heads: int = 2):

@@ -2,7 +2,7 @@
 
 The references below index tables by ``r = j - i`` (SPEC.md) and loop over batch, head,
 query and key in plain Python; they share nothing with the code under test but the
-parameter tensors. float64, tolerance 1e-6.
+parameter tensors. float64, tolerance 1e-9.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fairseq_posenc.encodings import PositionMemo
 from fairseq_posenc.positions import t5_bucket
 from model_utils import build_attention
 
-TOL = 1e-6
+TOL = 1e-9
 
 
 def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: bool) -> int:
@@ -294,7 +294,9 @@ def test_rope_logits_depend_on_distance_only():
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
                                             ("shaw", {"shaw_no_value": True}),
-                                            ("alibi", {}), ("rope", {}), ("huang4", {})])
+                                            ("alibi", {}), ("rope", {}), ("huang4", {}),
+                                            ("tupe_a", {}), ("tupe_r", {}), ("at5", {}),
+                                            ("at5_nob", {}), ("xl", {})])
 def test_fused_and_explicit_paths_agree(encoding, flags):
     attn = build_attention(encoding, causal=False, **flags)
     x = torch.randn(6, 3, 8, dtype=torch.float64)
@@ -308,16 +310,24 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
 
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
-                                            ("alibi", {}), ("t5_nob", {}), ("huang4", {})])
+                                            ("alibi", {}), ("t5_nob", {}), ("huang4", {}),
+                                            ("huang3", {}), ("at5", {}), ("at5_nob", {}),
+                                            ("xl", {})])
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)
     enc, n, s = attn.position, 6, 5
     q = torch.randn(1, 2, n + s, attn.head_dim, dtype=torch.float64)
+    k = torch.randn(1, 2, n + s, attn.head_dim, dtype=torch.float64)
+
+    def term(q, k, memo):  # huang3's term replaces q.k; the others add to it
+        logits = enc.content_logits(q, k, 0, memo)
+        return enc.logit_bias(q, k, 0, memo) if logits is None else logits
+
     memo = PositionMemo()
     with memo.scope():
-        shifted = enc.logit_bias(q, q, 0, memo)[..., s:, s:]
-        plain = enc.logit_bias(q[:, :, s:], q[:, :, s:], 0, memo)
+        shifted = term(q, k, memo)[..., s:, s:]
+        plain = term(q[:, :, s:], k[:, :, s:], memo)
     assert (shifted - plain).abs().max() < TOL
 
 

@@ -13,7 +13,7 @@ from fairseq_posenc.segments import SEGMENTS, SegmentAttention, segment_ids
 from model_utils import build_attention, build_model
 from test_formulas import naive_attention
 
-TOL = 1e-6
+TOL = 1e-9
 SEP = "w5"  # a symbol of the tests' dictionary (model_utils.dictionary)
 
 
