@@ -1,0 +1,781 @@
+#!/usr/bin/env python
+"""Speed and memory of every position encoding against stock fairseq ``transformer``.
+
+    python scripts/benchmark.py                       # the full run (CPU here: see below)
+    python scripts/benchmark.py --quick               # CI smoke run, a few seconds
+    python scripts/benchmark.py --encodings t5 shaw --sizes small --lengths 30 --reps 3
+
+For every size x source length, all models are built in one process: stock fairseq
+(its own args-based ``TransformerModel``, ``--arch transformer`` / ``transformer_wmt_en_de``,
+sinusoidal positions) and ``transformer_posenc --pos-encoding NAME`` for each encoding, all
+through the same ``TranslationTask`` and shared dictionary. Each repetition loops over all
+models (stock first, then the encodings in an order rotated by one per repetition, so that
+drifts of machine speed hit every model alike) and times, per model:
+
+* ``train``: one training step on a fixed batch -- forward, label-smoothed cross-entropy
+  (0.1), backward, ``Adam.step`` -- with dropout 0.1 (``model.train()``). Each repetition
+  builds a fresh Adam and runs one untimed warm-up step first (it allocates Adam's state);
+* ``forward``: ``model.eval()``, ``no_grad``, teacher-forced encoder + decoder on the batch;
+* ``translate``: encoder + incremental beam search (``SequenceGenerator``, beam 10) over a
+  fixed set of sources, with ``min_len = max_len = source length`` so every model decodes
+  the same number of steps whatever its (random) weights prefer.
+
+Every model is called once untimed before the first repetition (a warm-up round, which is
+also the memory round: see below). The reported speed is the median over repetitions of
+the per-repetition ratio ``model time / stock time`` (the time of a repetition is the
+median of its ``--iters`` calls), with the min-max of those ratios as its spread, and the
+absolute stock times.
+
+Memory, per call kind, measured once per model outside the timed calls: the peak of live
+bytes allocated during the call (CUDA: ``torch.cuda.max_memory_allocated`` after a reset,
+minus what was allocated before; CPU: a ``TorchDispatchMode`` that follows every tensor
+storage created by an operator until it is freed) as a ratio to stock, and the largest
+single *activation* tensor (tensors shaped like a model parameter -- gradients, Adam's
+moments -- are left out) relative to ``B * H * len * len * d_h`` for ``B`` sentences of
+``len`` tokens: ``>= 1`` means a ``len x len x d_h`` tensor per head and sentence, which
+only ``huang3`` (Huang et al.'s method 3) should build. Fused kernels' internal buffers
+(e.g. inside ``scaled_dot_product_attention``) are not visible to the dispatch tracker.
+
+Batches: random tokens from a shared vocabulary (``--vocab``, default 10000, joined
+dictionary, ``--share-all-embeddings``); source lengths drawn in ``[0.8 len, len]`` (at
+least one of exactly ``len``), left-padded as fairseq does, targets likewise right-padded:
+padding is part of every real batch, so padding-dependent code paths are exercised.
+
+Targets (ratio to stock, median over repetitions, train and translate): ``sinusoidal``,
+``learned``, ``none`` <= 1.03; ``t5``, ``t5_nob``, ``diet_rel``, ``diet_abs``, ``alibi``,
+``at5`` <= 1.05; ``shaw`` <= 1.10 train / 1.15 translate; ``tupe_a``, ``tupe_r`` <= 1.05 /
+1.10; ``rope`` <= 1.05. Memory: no encoding but ``huang3`` builds a ``len x len x d_h``
+tensor. Other encodings get ratios and no verdict.
+
+Default run on the build machine (2 CPU cores, no GPU): see ``DEFAULTS`` below and
+``scripts/README_benchmark.md`` for the measured wall time and tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import logging
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_leaves  # noqa: E402
+
+logging.getLogger("fairseq").setLevel(logging.WARNING)
+
+import fairseq_posenc  # noqa: E402,F401  (registers the model)
+from fairseq import options  # noqa: E402
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss  # noqa: E402
+from fairseq.data import Dictionary  # noqa: E402
+from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
+from fairseq.tasks.translation import TranslationTask  # noqa: E402
+from fairseq_posenc.encodings import ENCODINGS  # noqa: E402
+
+STOCK = "stock"
+
+#: name -> (stock arch, flags for both models); ``transformer_posenc`` is
+#: ``transformer_wmt_en_de``-sized, so flags only change what differs from it.
+SIZES: dict[str, dict[str, Any]] = {
+    # BERT-small-like: 4+4 layers, 512 wide, 8 heads, FFN 2048
+    "small": {"stock_arch": "transformer", "layers": 4, "dim": 512, "heads": 8, "ffn": 2048},
+    # fairseq's transformer_wmt_en_de, the papers' base model: 6+6 layers
+    "base": {"stock_arch": "transformer_wmt_en_de", "layers": 6, "dim": 512, "heads": 8,
+             "ffn": 2048},
+    # --quick only; few positions, so that tables over max positions stay small
+    "tiny": {"stock_arch": "transformer", "layers": 2, "dim": 32, "heads": 4, "ffn": 64,
+             "positions": 64},
+}
+
+#: (train, translate) limits on the ratio to stock; encodings not listed have no target.
+TARGETS: dict[str, tuple[float, float]] = {
+    **{name: (1.03, 1.03) for name in ("sinusoidal", "learned", "none")},
+    **{name: (1.05, 1.05) for name in ("t5", "t5_nob", "diet_rel", "diet_abs", "alibi", "at5")},
+    "shaw": (1.10, 1.15),
+    "tupe_a": (1.05, 1.10),
+    "tupe_r": (1.05, 1.10),
+    "rope": (1.05, 1.05),
+}
+#: The only encoding allowed (and expected) to build a len x len x d_h tensor.
+QUADRATIC_DH = {"huang3"}
+
+KINDS = ("train", "forward", "translate")
+
+#: Defaults of the full run, sized for ~35 minutes on 2 CPU cores (see the module docstring).
+DEFAULTS = {
+    "sizes": ["small", "base"],
+    "lengths": [30, 120],
+    "reps": 3,
+    "iters": 1,
+    # sentences per training / forward batch, per length (CPU); CUDA uses 4x
+    "batch": {30: 16, 120: 4},
+    # sentences translated with beam 10, per length (CPU); CUDA uses 4x
+    "translate": {30: 2, 120: 1},
+    "vocab": 10000,
+    "beam": 10,
+}
+QUICK = {
+    "sizes": ["tiny"],
+    "lengths": [12],
+    "reps": 2,
+    "iters": 1,
+    "batch": {12: 2},
+    "translate": {12: 2},
+    "vocab": 64,
+    "beam": 4,
+    "encodings": ["sinusoidal", "diet_rel", "huang3"],
+}
+
+
+# --- models and data ------------------------------------------------------------------
+
+
+def shared_dictionary(vocab: int) -> Dictionary:
+    d = Dictionary()
+    for i in range(vocab - len(d)):
+        d.add_symbol(f"w{i}")
+    return d
+
+
+def model_flags(size: str) -> list[str]:
+    spec = SIZES[size]
+    return [
+        "--encoder-layers", str(spec["layers"]), "--decoder-layers", str(spec["layers"]),
+        "--encoder-embed-dim", str(spec["dim"]), "--decoder-embed-dim", str(spec["dim"]),
+        "--encoder-ffn-embed-dim", str(spec["ffn"]), "--decoder-ffn-embed-dim", str(spec["ffn"]),
+        "--encoder-attention-heads", str(spec["heads"]),
+        "--decoder-attention-heads", str(spec["heads"]),
+        "--dropout", "0.1", "--share-all-embeddings",
+        *([] if "positions" not in spec else
+          ["--max-source-positions", str(spec["positions"]),
+           "--max-target-positions", str(spec["positions"])]),
+    ]
+
+
+def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
+                device: torch.device) -> torch.nn.Module:
+    """Stock fairseq (``name == STOCK``) or ``transformer_posenc --pos-encoding name``."""
+    if name == STOCK:
+        arch = ["--arch", SIZES[size]["stock_arch"]]
+    else:
+        arch = ["--arch", "transformer_posenc", "--pos-encoding", name]
+    args = options.parse_args_and_arch(
+        options.get_training_parser(),
+        ["/nonexistent", "--task", "translation", *arch, *model_flags(size)],
+    )
+    torch.manual_seed(seed)
+    model = TranslationTask(args, dictionary, dictionary).build_model(args)
+    return model.to(device)
+
+
+@dataclass
+class Batch:
+    src_tokens: torch.Tensor
+    src_lengths: torch.Tensor
+    prev_output_tokens: torch.Tensor
+    target: torch.Tensor
+
+    @property
+    def sentences(self) -> int:
+        return self.src_tokens.size(0)
+
+
+def random_lengths(n: int, length: int, gen: torch.Generator) -> list[int]:
+    """``n`` lengths in ``[0.8 length, length]`` (eos included), the first exactly ``length``."""
+    lo = max(2, math.ceil(0.8 * length))
+    rest = torch.randint(lo, length + 1, (n - 1,), generator=gen).tolist() if n > 1 else []
+    return [length, *rest]
+
+
+def make_batch(d: Dictionary, n: int, length: int, seed: int,
+               device: torch.device) -> Batch:
+    """``n`` random sentence pairs: sources left-padded, targets right-padded (fairseq's
+    defaults), both ending in eos; ``prev_output_tokens`` is eos + target[:-1]."""
+    gen = torch.Generator().manual_seed(seed)
+    pad, eos = d.pad(), d.eos()
+
+    def sentences() -> list[torch.Tensor]:
+        out = []
+        for n_tok in random_lengths(n, length, gen):
+            words = torch.randint(d.nspecial, len(d), (n_tok - 1,), generator=gen)
+            out.append(torch.cat([words, torch.tensor([eos])]))
+        return out
+
+    src, tgt = sentences(), sentences()
+    src_tokens = torch.full((n, length), pad, dtype=torch.long)
+    target = torch.full((n, length), pad, dtype=torch.long)
+    prev = torch.full((n, length), pad, dtype=torch.long)
+    for i, (s, t) in enumerate(zip(src, tgt)):
+        src_tokens[i, length - len(s):] = s
+        target[i, : len(t)] = t
+        prev[i, 0] = eos
+        prev[i, 1: len(t)] = t[:-1]
+    lengths = torch.tensor([len(s) for s in src])
+    return Batch(src_tokens.to(device), lengths.to(device), prev.to(device), target.to(device))
+
+
+# --- the measured calls ---------------------------------------------------------------
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.Adam(model.parameters(), lr=1e-5, betas=(0.9, 0.98), eps=1e-8)
+
+
+def init_optimizer_state(model, optimizer: torch.optim.Optimizer) -> None:
+    """Allocate Adam's state with a step on zero gradients (parameters stay unchanged):
+    the first real step then runs as in steady-state training, at a fraction of the cost
+    of an untimed warm-up training step."""
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def train_step(model, optimizer, batch: Batch, pad: int) -> None:
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    net_output = model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens)
+    lprobs = model.get_normalized_probs(net_output, log_probs=True)
+    loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)), batch.target.view(-1),
+                                      0.1, ignore_index=pad, reduce=True)
+    loss.backward()
+    optimizer.step()
+
+
+def full_forward(model, batch: Batch) -> None:
+    model.eval()
+    with torch.no_grad():
+        model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens)
+
+
+def make_generator(model, d: Dictionary, beam: int, length: int) -> SequenceGenerator:
+    # min_len = max_len = length: eos is forbidden before step `length` and forced at it,
+    # so every model, whatever its random weights, decodes `length + 1` steps.
+    return SequenceGenerator([model], d, beam_size=beam, max_len_a=0, max_len_b=length,
+                             min_len=length, len_penalty=0.6)
+
+
+def translate(model, generator: SequenceGenerator, sources: Batch) -> list:
+    model.eval()
+    sample = {"net_input": {"src_tokens": sources.src_tokens,
+                            "src_lengths": sources.src_lengths}}
+    with torch.no_grad():
+        return generator.generate([model], sample)
+
+
+# --- memory ---------------------------------------------------------------------------
+
+
+class LiveTensorTracker(TorchDispatchMode):
+    """Peak of live bytes of the tensor storages created while active, and the largest one.
+
+    Every operator output whose storage is new (not an input's storage: views and in-place
+    results alias their inputs) is counted until its storage is freed (a weakref finalizer
+    on the storage). Tensors that existed before (parameters, inputs, caches) are never
+    counted. ``ignore_shapes``: shapes left out of the largest-tensor search (parameter
+    shapes: gradients and optimizer states), though still counted in the peak.
+    """
+
+    def __init__(self, ignore_shapes: Iterable[tuple[int, ...]] = ()) -> None:
+        super().__init__()
+        self.ignore_shapes = set(ignore_shapes)
+        self.live = 0
+        self.peak = 0
+        self.largest_numel = 0
+        self.largest_shape: tuple[int, ...] = ()
+        self.largest_op = ""
+        self._seen: set[int] = set()
+        self._active = True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        inputs = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self._track(t, inputs, func)
+        return out
+
+    def _track(self, t: torch.Tensor, inputs: set[int], func) -> None:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        nbytes = storage.nbytes()
+        if nbytes == 0 or ptr in inputs or ptr in self._seen:
+            return
+        self._seen.add(ptr)
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self._free, ptr, nbytes)
+        if tuple(t.shape) not in self.ignore_shapes and t.numel() > self.largest_numel:
+            self.largest_numel = t.numel()
+            self.largest_shape = tuple(t.shape)
+            self.largest_op = str(func.__name__ if hasattr(func, "__name__") else func)
+
+    def _free(self, ptr: int, nbytes: int) -> None:
+        self._seen.discard(ptr)
+        self.live -= nbytes
+
+    def __exit__(self, *exc):
+        self._active = False
+        return super().__exit__(*exc)
+
+
+def measure_memory(call: Callable[[], Any], device: torch.device,
+                   ignore_shapes: Iterable[tuple[int, ...]]) -> dict[str, Any]:
+    """Peak bytes allocated during ``call()`` and its largest activation tensor."""
+    sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+    tracker = LiveTensorTracker(ignore_shapes)
+    start = time.perf_counter()
+    with tracker:
+        result = call()
+        sync(device)
+    seconds = time.perf_counter() - start
+    del result
+    peak = tracker.peak
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(device) - before
+    return {"peak_bytes": int(peak), "tracked_peak_bytes": int(tracker.peak),
+            "largest_numel": int(tracker.largest_numel),
+            "largest_shape": list(tracker.largest_shape), "largest_op": tracker.largest_op,
+            "tracked_call_seconds": seconds}
+
+
+# --- one configuration ----------------------------------------------------------------
+
+
+@dataclass
+class Config:
+    size: str
+    length: int
+    batch: int
+    translate: int
+    reps: int
+    iters: int
+    beam: int
+    vocab: int
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.size}/len{self.length}"
+
+
+@dataclass
+class ModelUnderTest:
+    name: str
+    model: torch.nn.Module
+    generator: SequenceGenerator
+    param_shapes: set = field(default_factory=set)
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def timed(call: Callable[[], Any], device: torch.device) -> float:
+    sync(device)
+    start = time.perf_counter()
+    call()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
+               log: Callable[[str], None]) -> dict[str, Any]:
+    d = shared_dictionary(cfg.vocab)
+    pad = d.pad()
+    batch = make_batch(d, cfg.batch, cfg.length, cfg.seed, device)
+    sources = make_batch(d, cfg.translate, cfg.length, cfg.seed + 1, device)
+    names = [STOCK, *encodings]
+    spec = SIZES[cfg.size]
+
+    t0 = time.perf_counter()
+    models: dict[str, ModelUnderTest] = {}
+    for name in names:
+        model = build_model(name, cfg.size, d, cfg.seed, device)
+        models[name] = ModelUnderTest(
+            name, model, make_generator(model, d, cfg.beam, cfg.length),
+            {tuple(p.shape) for p in model.parameters()})
+    log(f"[{cfg.key}] built {len(models)} models in {time.perf_counter() - t0:.1f}s")
+
+    # Warm-up and memory round: each model's first calls, under the memory tracker.
+    memory: dict[str, dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    for name in names:
+        m = models[name]
+        optimizer = make_optimizer(m.model)
+        init_optimizer_state(m.model, optimizer)
+        memory[name] = {
+            "train": measure_memory(lambda: train_step(m.model, optimizer, batch, pad),
+                                    device, m.param_shapes),
+            "forward": measure_memory(lambda: full_forward(m.model, batch), device,
+                                      m.param_shapes),
+            "translate": measure_memory(lambda: translate(m.model, m.generator, sources),
+                                        device, m.param_shapes),
+        }
+        del optimizer
+        m.model.zero_grad(set_to_none=True)
+    log(f"[{cfg.key}] warm-up and memory round {time.perf_counter() - t0:.1f}s")
+
+    times: dict[str, dict[str, list[list[float]]]] = {
+        name: {kind: [] for kind in KINDS} for name in names}
+    encodings_order = list(encodings)
+    for rep in range(cfg.reps):
+        t0 = time.perf_counter()
+        shift = rep % max(1, len(encodings_order))
+        order = [STOCK, *encodings_order[shift:], *encodings_order[:shift]]
+        for name in order:
+            m = models[name]
+            torch.manual_seed(cfg.seed + rep)
+            optimizer = make_optimizer(m.model)
+            init_optimizer_state(m.model, optimizer)
+            times[name]["train"].append(
+                [timed(lambda: train_step(m.model, optimizer, batch, pad), device)
+                 for _ in range(cfg.iters)])
+            del optimizer
+            m.model.zero_grad(set_to_none=True)
+            times[name]["forward"].append(
+                [timed(lambda: full_forward(m.model, batch), device) for _ in range(cfg.iters)])
+            times[name]["translate"].append(
+                [timed(lambda: translate(m.model, m.generator, sources), device)])
+        log(f"[{cfg.key}] repetition {rep + 1}/{cfg.reps} {time.perf_counter() - t0:.1f}s")
+
+    del models
+    return {
+        "size": cfg.size, "length": cfg.length, "batch_sentences": cfg.batch,
+        "translate_sentences": cfg.translate, "beam": cfg.beam, "reps": cfg.reps,
+        "iters": cfg.iters, "vocab": cfg.vocab, "seed": cfg.seed,
+        "model": {k: v for k, v in spec.items()},
+        "head_dim": spec["dim"] // spec["heads"],
+        "times_s": times, "memory": memory,
+        "summary": summarize(cfg, names, times, memory),
+    }
+
+
+# --- summary and verdicts -------------------------------------------------------------
+
+
+def quadratic_threshold(cfg: Config, sentences: int) -> int:
+    """Elements of a ``len x len x d_h`` tensor per head for ``sentences`` sentences."""
+    spec = SIZES[cfg.size]
+    return sentences * spec["heads"] * cfg.length * cfg.length * (spec["dim"] // spec["heads"])
+
+
+def summarize(cfg: Config, names: Sequence[str], times, memory) -> dict[str, Any]:
+    per_rep = {name: {kind: [median(t) for t in times[name][kind]] for kind in KINDS}
+               for name in names}
+    out: dict[str, Any] = {"stock_seconds": {k: median(per_rep[STOCK][k]) for k in KINDS},
+                           "models": {}}
+    sentences = {"train": cfg.batch, "forward": cfg.batch, "translate": cfg.translate}
+    for name in names:
+        row: dict[str, Any] = {}
+        for kind in KINDS:
+            ratios = [a / b for a, b in zip(per_rep[name][kind], per_rep[STOCK][kind])]
+            row[kind] = {"ratio": median(ratios), "min": min(ratios), "max": max(ratios),
+                         "seconds": median(per_rep[name][kind]), "per_rep_ratios": ratios}
+        mem = memory[name]
+        row["peak_ratio"] = {k: mem[k]["peak_bytes"] / max(1, memory[STOCK][k]["peak_bytes"])
+                             for k in KINDS}
+        row["largest_rel"] = {k: mem[k]["largest_numel"] / quadratic_threshold(cfg, sentences[k])
+                              for k in KINDS}
+        row["quadratic_dh"] = [k for k in KINDS if row["largest_rel"][k] >= 1.0]
+        row["verdict"] = verdict(name, row)
+        out["models"][name] = row
+    return out
+
+
+def verdict(name: str, row: dict[str, Any]) -> dict[str, Any]:
+    """PASS/FAIL against the targets; ``None`` where the encoding has none."""
+    checks: dict[str, Any] = {}
+    if name in TARGETS:
+        for kind, limit in zip(("train", "translate"), TARGETS[name]):
+            checks[kind] = {"limit": limit, "ratio": row[kind]["ratio"],
+                            "pass": row[kind]["ratio"] <= limit}
+    if name != STOCK:
+        expected = name in QUADRATIC_DH
+        checks["memory"] = {"expected_quadratic": expected,
+                            "quadratic_in": row["quadratic_dh"],
+                            "pass": bool(row["quadratic_dh"]) == expected}
+    return checks
+
+
+def fmt_ratio(cell: dict[str, float]) -> str:
+    return f"{cell['ratio']:.3f} ({cell['min']:.2f}-{cell['max']:.2f})"
+
+
+def verdict_text(name: str, checks: dict[str, Any]) -> str:
+    parts = []
+    for kind, short in (("train", "train"), ("translate", "transl")):
+        if kind in checks:
+            c = checks[kind]
+            parts.append(f"{short} <= {c['limit']:.2f} {'PASS' if c['pass'] else 'FAIL'}")
+    mem = checks.get("memory")
+    if mem is not None and (not mem["pass"] or mem["expected_quadratic"]):
+        parts.append(f"memory {'PASS' if mem['pass'] else 'FAIL'}")
+    if not parts:
+        return "- (no target)"
+    return "; ".join(parts)
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    st = s["stock_seconds"]
+    lines = [
+        f"### {result['size']} ({result['model']['layers']}+{result['model']['layers']} layers, "
+        f"{result['model']['dim']} wide, {result['model']['heads']} heads), source length "
+        f"{result['length']}",
+        "",
+        f"Stock fairseq: train {1000 * st['train']:.0f} ms/step ({result['batch_sentences']} "
+        f"sentences), forward {1000 * st['forward']:.0f} ms, translate "
+        f"{1000 * st['translate']:.0f} ms ({result['translate_sentences']} sentences, beam "
+        f"{result['beam']}, {result['length'] + 1} steps). Ratios: median over "
+        f"{result['reps']} repetitions (min-max).",
+        "",
+        "| encoding | train | forward | translate | peak mem train / fwd / transl | "
+        "largest tensor / (B H len^2 d_h) | target |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in s["models"].items():
+        if name == STOCK:
+            continue
+        peak = " / ".join(f"{row['peak_ratio'][k]:.2f}" for k in KINDS)
+        rel = max(row["largest_rel"].values())
+        flag = (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
+                if row["quadratic_dh"] else f"{rel:.3f}")
+        lines.append(f"| {name} | {fmt_ratio(row['train'])} | {fmt_ratio(row['forward'])} | "
+                     f"{fmt_ratio(row['translate'])} | {peak} | {flag} | "
+                     f"{verdict_text(name, row['verdict'])} |")
+    return "\n".join(lines)
+
+
+def failures(results: Sequence[dict[str, Any]]) -> list[str]:
+    out = []
+    for r in results:
+        for name, row in r["summary"]["models"].items():
+            for kind, c in row["verdict"].items():
+                if c["pass"]:
+                    continue
+                where = f"{r['size']}/len{r['length']}"
+                if kind == "memory":
+                    what = ("builds a len x len x d_h tensor" if c["quadratic_in"]
+                            else "expected len x len x d_h tensor not seen")
+                    out.append(f"{where} {name} memory: {what} {c['quadratic_in']}")
+                else:
+                    out.append(f"{where} {name} {kind}: {c['ratio']:.3f} > {c['limit']:.2f} "
+                               f"(+{100 * (c['ratio'] / c['limit'] - 1):.1f}% over)")
+    return out
+
+
+# --- machine ---------------------------------------------------------------------------
+
+
+def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    info = {
+        "cpu": cpu, "cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "torch_threads": threads, "torch": torch.__version__, "python": platform.python_version(),
+        "device": str(device), "platform": platform.platform(),
+    }
+    with contextlib.suppress(Exception):
+        import fairseq
+        info["fairseq"] = fairseq.__version__
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    with contextlib.suppress(Exception):
+        info["git_commit"] = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True,
+            check=True).stdout.strip()
+    with contextlib.suppress(OSError):
+        info["load_average_start"] = os.getloadavg()
+    return info
+
+
+# --- entry points ----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def run(
+    encodings: Optional[Sequence[str]] = None,
+    sizes: Optional[Sequence[str]] = None,
+    lengths: Optional[Sequence[int]] = None,
+    reps: Optional[int] = None,
+    iters: Optional[int] = None,
+    batch: Optional[int] = None,
+    translate_sentences: Optional[int] = None,
+    vocab: Optional[int] = None,
+    beam: Optional[int] = None,
+    threads: Optional[int] = None,
+    device: Optional[str] = None,
+    seed: int = 1,
+    quick: bool = False,
+    out_md: Optional[str] = None,
+    out_json: Optional[str] = None,
+    command: Optional[Sequence[str]] = None,
+    log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> dict[str, Any]:
+    """Run the benchmark; returns the JSON document (also written to ``out_json``)."""
+    defaults = QUICK if quick else DEFAULTS
+    encodings = list(encodings if encodings is not None
+                     else defaults.get("encodings", sorted(ENCODINGS)))
+    unknown = [e for e in encodings if e not in ENCODINGS]
+    if unknown:
+        raise ValueError(f"unknown encodings {unknown}; choose from {sorted(ENCODINGS)}")
+    sizes = list(sizes or defaults["sizes"])
+    lengths = [int(x) for x in (lengths or defaults["lengths"])]
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                          else os.cpu_count() or 1)
+    scale = 4 if dev.type == "cuda" else 1
+
+    def per_length(table: dict[int, int], length: int, given: Optional[int]) -> int:
+        if given:
+            return given
+        if length in table:
+            return table[length] * scale
+        # not a default length: keep about as many tokens as the nearest default
+        ref = min(table, key=lambda k: abs(k - length))
+        return max(1, round(table[ref] * ref / length)) * scale
+
+    unknown_sizes = [s for s in sizes if s not in SIZES]
+    if unknown_sizes:
+        raise ValueError(f"unknown sizes {unknown_sizes}; choose from {sorted(SIZES)}")
+    configs = [
+        Config(size=size, length=length,
+               batch=per_length(defaults["batch"], length, batch),
+               translate=per_length(defaults["translate"], length, translate_sentences),
+               reps=reps or defaults["reps"], iters=iters or defaults["iters"],
+               beam=beam or defaults["beam"], vocab=vocab or defaults["vocab"], seed=seed)
+        for size in sizes for length in lengths]
+
+    started = time.time()
+    info = machine_info(dev, threads)
+    results = []
+    with torch_threads(threads), warnings.catch_warnings():
+        # stock fairseq passes a bool padding mask with a float causal mask
+        warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask")
+        for cfg in configs:
+            results.append(run_config(cfg, encodings, dev, log))
+            log(markdown_table(results[-1]))
+    with contextlib.suppress(OSError):
+        info["load_average_end"] = os.getloadavg()
+    doc = {
+        "command": list(command) if command is not None else None,
+        "machine": info,
+        "wall_seconds": time.time() - started,
+        "encodings": encodings,
+        "targets": {k: {"train": v[0], "translate": v[1]} for k, v in TARGETS.items()},
+        "results": results,
+        "failures": failures(results),
+    }
+    md = markdown_document(doc)
+    doc["markdown"] = md
+    for path, text in ((out_md, md), (out_json, json.dumps(doc, indent=1))):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text + "\n")
+    return doc
+
+
+def markdown_document(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
+    head = [
+        "## Position-encoding benchmark: ratio to stock fairseq `transformer`",
+        "",
+        f"Machine: {m['cpu']}, {m['usable_cores']} cores, torch {m['torch']} "
+        f"({m['torch_threads']} threads), fairseq {m.get('fairseq', '?')}, device "
+        f"`{m['device']}`{' (' + m['gpu'] + ')' if 'gpu' in m else ''}. "
+        f"Wall time {doc['wall_seconds'] / 60:.1f} min.",
+        "",
+        f"Command: `{' '.join(doc['command']) if doc['command'] else 'run(...)'}`",
+        "",
+        "Ratios < 1 are faster than stock. Peak memory: live bytes allocated during the call "
+        "over stock's. Largest tensor: the largest activation over `B * H * len^2 * d_h` "
+        "(>= 1: a len x len x d_h tensor per head and sentence).",
+        "",
+    ]
+    body = "\n\n".join(markdown_table(r) for r in doc["results"])
+    fails = doc["failures"]
+    tail = ["", "", "**Targets failed:** " + ("none" if not fails else "")]
+    tail += [f"- {f}" for f in fails]
+    return "\n".join(head) + "\n" + body + "\n".join(tail)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--encodings", nargs="+", metavar="NAME",
+                        help="encodings to compare with stock (default: all registered)")
+    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
+                        help="model sizes (default: small base)")
+    parser.add_argument("--lengths", nargs="+", type=int, help="source lengths (default: 30 120)")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3)")
+    parser.add_argument("--iters", type=int,
+                        help="timed train / forward calls per model and repetition (default 1)")
+    parser.add_argument("--batch", type=int,
+                        help="sentences per train/forward batch (default: 16 at length 30, 4 at "
+                             "120, x4 on CUDA)")
+    parser.add_argument("--translate-sentences", type=int,
+                        help="sentences translated (default: 2 at length 30, 1 at 120, x4 on CUDA)")
+    parser.add_argument("--vocab", type=int, help="shared vocabulary size (default 10000)")
+    parser.add_argument("--beam", type=int, help="beam size (default 10)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: all usable cores)")
+    parser.add_argument("--device", help="cpu or cuda[:N] (default: cuda if available)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true",
+                        help="CI smoke run: tiny model, length 12, 2 repetitions, "
+                             "sinusoidal, diet_rel, huang3")
+    parser.add_argument("--out-md", default=os.path.join(ROOT, "runs", "benchmark.md"))
+    parser.add_argument("--out-json", default=os.path.join(ROOT, "runs", "benchmark.json"))
+    args = parser.parse_args(argv)
+    doc = run(encodings=args.encodings, sizes=args.sizes, lengths=args.lengths, reps=args.reps,
+              iters=args.iters, batch=args.batch, translate_sentences=args.translate_sentences,
+              vocab=args.vocab, beam=args.beam, threads=args.threads, device=args.device,
+              seed=args.seed, quick=args.quick, out_md=args.out_md, out_json=args.out_json,
+              command=[os.path.basename(sys.executable), *sys.argv] if argv is None
+              else ["benchmark.py", *argv])
+    print(doc["markdown"])
+
+
+if __name__ == "__main__":
+    main()
