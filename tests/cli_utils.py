@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import random
 import socket
@@ -290,40 +291,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_distributed(data_dir: str | os.PathLike, save_dir: str | os.PathLike, arch: str,
-                      max_update: int, log_dir: str | os.PathLike, world_size: int = 2,
-                      timeout: float = 240,
-                      extra_flags: Optional[list[str]] = None) -> list[tuple[int, str]]:
-    """Train with ``world_size`` ``fairseq-train`` processes on CPU (gloo, started by hand:
-    the only multi-process recipe that works on CPU with fairseq 0.12, FAIRSEQ_NOTES.md).
+def train_distributed(jobs: Sequence[tuple[str, list[str]]], log_dir: str | os.PathLike,
+                      world_size: int = 2, timeout: float = 900,
+                      ) -> list[tuple[int, dict[str, str]]]:
+    """Run ``jobs`` (``(name, fairseq-train args)``) one after another, each on
+    ``world_size`` CPU processes (gloo, started by hand: the only multi-process recipe that
+    works on CPU with fairseq 0.12, FAIRSEQ_NOTES.md). ``distributed_worker.py`` runs all
+    jobs of a rank in one process, so the processes start once.
 
-    Returns ``(exit code, combined output)`` per rank; kills every rank on timeout.
+    Returns, per rank, the exit code and each job's output (``{name: log}``); kills every
+    rank on timeout.
     """
-    port = free_port()
-    procs = []
-    logs = []
+    spec_path = Path(log_dir) / "jobs.json"
+    spec_path.write_text(json.dumps({"world_size": world_size, "port": free_port(),
+                                     "jobs": [[n, list(map(str, a))] for n, a in jobs]}))
+    worker = str(Path(__file__).resolve().parent / "distributed_worker.py")
+    procs, logs = [], []
     try:
         for rank in range(world_size):
             log_path = Path(log_dir) / f"train.rank{rank}.log"
             log = open(log_path, "w", encoding="utf-8")
             logs.append((log, log_path))
-            argv = train_flags(data_dir, save_dir, arch, max_update) + [
-                "--distributed-world-size", str(world_size),
-                "--distributed-rank", str(rank),
-                "--distributed-init-method", f"tcp://localhost:{port}",
-                "--distributed-no-spawn",
-                "--distributed-backend", "gloo",
-                "--ddp-backend", "legacy_ddp",
-                "--device-id", "0",
-                "--cpu",
-            ] + (extra_flags or [])
             procs.append(subprocess.Popen(
-                [console_script("fairseq-train")] + argv,
+                [sys.executable, worker, str(spec_path), str(rank)],
                 stdout=log, stderr=subprocess.STDOUT, text=True, env=subprocess_env(),
             ))
-        codes = []
-        for proc in procs:
-            codes.append(proc.wait(timeout=timeout))
+        codes = [proc.wait(timeout=timeout) for proc in procs]
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -331,4 +324,8 @@ def train_distributed(data_dir: str | os.PathLike, save_dir: str | os.PathLike, 
                 proc.wait()
         for log, _ in logs:
             log.close()
-    return [(code, Path(path).read_text(encoding="utf-8")) for code, (_, path) in zip(codes, logs)]
+    results = []
+    for code, (_, path) in zip(codes, logs):
+        parts = Path(path).read_text(encoding="utf-8").split("=== JOB ")[1:]
+        results.append((code, {part.split("\n", 1)[0]: part for part in parts}))
+    return results

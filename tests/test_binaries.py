@@ -184,26 +184,36 @@ def test_resume(encoding, data, trained, tmp_path, caplog):
 # --- two processes --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
-def test_two_process_train_and_resume(encoding, data, tmp_path):
-    save_dir = tmp_path / "ckpt"
-    arch = f"transformer_tiny_{encoding}"
-    results = cu.train_distributed(data.bin, save_dir, arch, max_update=3, log_dir=tmp_path)
-    for rank, (code, log) in enumerate(results):
-        assert code == 0, f"rank {rank} exited with {code}:\n{log[-4000:]}"
-    assert "training on 2 devices" in results[0][1]
-    checkpoint = save_dir / "checkpoint_last.pt"
-    assert checkpoint.exists()
-    assert num_updates(checkpoint) == 3
+@pytest.fixture(scope="module")
+def two_process_runs(data, tmp_path_factory):
+    """Every encoding trained by two processes for 3 updates, then resumed by both to 5
+    (rank 1 receives the checkpoint through broadcast_object: that needs the plugin's
+    omegaconf allowlist under weights_only=True). Returns (save dirs, per-phase logs)."""
+    root = tmp_path_factory.mktemp("two_process")
+    save = {enc: root / enc for enc in ENCODINGS}
+    logs = []
+    for phase, max_update in (("train", 3), ("resume", 5)):
+        jobs = [(enc, cu.train_flags(data.bin, save[enc], f"transformer_tiny_{enc}",
+                                     max_update)) for enc in ENCODINGS]
+        log_dir = root / phase
+        log_dir.mkdir()
+        logs.append(cu.train_distributed(jobs, log_dir))
+    return save, logs
 
-    # resume both ranks (rank 1 receives the state via broadcast_object: needs the
-    # plugin's omegaconf allowlist under weights_only=True)
-    results = cu.train_distributed(data.bin, save_dir, arch, max_update=5, log_dir=tmp_path)
-    for rank, (code, log) in enumerate(results):
-        assert code == 0, f"rank {rank} (resume) exited with {code}:\n{log[-4000:]}"
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_two_process_train_and_resume(encoding, two_process_runs):
+    save, (trained_logs, resumed_logs) = two_process_runs
+    for phase, results in (("train", trained_logs), ("resume", resumed_logs)):
+        for rank, (code, jobs) in enumerate(results):
+            log = jobs.get(encoding, "")
+            assert f"=== DONE {encoding}" in log, (
+                f"rank {rank} ({phase}, exit code {code}) did not finish {encoding}:\n"
+                f"{log[-4000:] or list(jobs)}")
+    assert "training on 2 devices" in trained_logs[0][1][encoding]
     assert re.search(r"Loaded checkpoint \S*checkpoint_last\.pt \(epoch \d+ @ 3 updates\)",
-                     results[0][1]), results[0][1][-3000:]
-    assert num_updates(checkpoint) == 5
+                     resumed_logs[0][1][encoding]), resumed_logs[0][1][encoding][-3000:]
+    assert num_updates(save[encoding] / "checkpoint_last.pt") == 5
 
 
 # --- console scripts, and a plugin checkpoint without --user-dir ----------------------
