@@ -140,15 +140,22 @@ class PositionEncoding(nn.Module):
             return [shared if used_here else None for used_here in used]
         return [cls.build(args, **kwargs) if used_here else None for used_here in used]
 
+    #: Absolute encodings: the ``--<encoding>-max-len`` flag (see :func:`add_max_len_arg`)
+    #: whose value, by default the stack's max positions, bounds the sequence length.
+    max_len_flag: ClassVar[Optional[str]] = None
+
     @classmethod
     def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
         """Longest sequence the encoding supports (absolute encodings), else None."""
-        return None
+        if cls.max_len_flag is None:
+            return None
+        return getattr(args, cls.max_len_flag[2:].replace("-", "_")) or max_positions
 
     @classmethod
     def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
         """The encoding's own flag that sets :meth:`max_length`, if one was given."""
-        return None
+        flag = cls.max_len_flag
+        return flag if flag and getattr(args, flag[2:].replace("-", "_")) else None
 
     # -- hooks called by the attention ------------------------------------------------
     has_value_term: bool = False

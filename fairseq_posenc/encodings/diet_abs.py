@@ -41,6 +41,7 @@ from .registry import register_encoding
 @register_encoding
 class DietAbs(PositionEncoding):
     name = "diet_abs"
+    max_len_flag = "--diet-abs-max-len"
 
     def __init__(self, num_heads: int, max_len: int, rank: int, symmetric: bool) -> None:
         super().__init__()
@@ -70,14 +71,6 @@ class DietAbs(PositionEncoding):
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
         return args.diet_abs_sharing == "layer"
-
-    @classmethod
-    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
-        return args.diet_abs_max_len or max_positions
-
-    @classmethod
-    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
-        return "--diet-abs-max-len" if args.diet_abs_max_len else None
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "DietAbs":

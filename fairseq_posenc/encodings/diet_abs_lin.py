@@ -70,6 +70,7 @@ class LinTables(nn.Module):
 @register_encoding
 class DietAbsLin(PositionEncoding):
     name = "diet_abs_lin"
+    max_len_flag = "--diet-abs-lin-max-len"
 
     def __init__(self, tables: LinTables, max_len: int, k: int) -> None:
         super().__init__()
@@ -93,14 +94,6 @@ class DietAbsLin(PositionEncoding):
     def check_args(cls, args: argparse.Namespace) -> None:
         check_positive(args.diet_abs_lin_k, "--diet-abs-lin-k", "DIET uses k = 32.")
         check_optional_positive(args, "diet_abs_lin_rank", "diet_abs_lin_max_len")
-
-    @classmethod
-    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
-        return args.diet_abs_lin_max_len or max_positions
-
-    @classmethod
-    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
-        return "--diet-abs-lin-max-len" if args.diet_abs_lin_max_len else None
 
     @classmethod
     def build_stack(cls, args: argparse.Namespace, num_layers: int, *, num_heads: int,

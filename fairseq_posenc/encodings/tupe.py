@@ -73,6 +73,7 @@ from .t5 import T5, add_bucket_args, check_bucket_args
 @register_encoding
 class TupeA(PositionEncoding):
     name = "tupe_a"
+    max_len_flag = "--tupe-max-len"
     #: The word logits are ``q.k / sqrt(2 d_h)``.
     content_scale = 2 ** -0.5
 
@@ -110,14 +111,6 @@ class TupeA(PositionEncoding):
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
         return True
-
-    @classmethod
-    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
-        return args.tupe_max_len or max_positions
-
-    @classmethod
-    def max_length_flag(cls, args: argparse.Namespace) -> Optional[str]:
-        return "--tupe-max-len" if args.tupe_max_len else None
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeA":
