@@ -36,6 +36,14 @@ def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: 
     return bucket + min(exact + int(scaled), num_buckets - 1)
 
 
+def heads(attn, x):
+    """Queries, keys and values of every head, ``(T, B, H, d_h)`` each, unscaled."""
+    T, B, _ = x.shape
+    shape = (T, B, attn.num_heads, attn.head_dim)
+    return (attn.q_proj(x).view(shape), attn.k_proj(x).view(shape),
+            attn.v_proj(x).view(shape))
+
+
 @torch.no_grad()
 def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
                     key_padding=None):
@@ -43,9 +51,7 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
     ``rotate(vector, position)`` first transforms every query and key (RoPE)."""
     T, B, C = x.shape
     H, D = attn.num_heads, attn.head_dim
-    q = attn.q_proj(x).view(T, B, H, D)
-    k = attn.k_proj(x).view(T, B, H, D)
-    v = attn.v_proj(x).view(T, B, H, D)
+    q, k, v = heads(attn, x)
     if rotate is not None:
         q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], t) for h in range(H)])
                                       for b in range(B)]) for t in range(T)])
@@ -155,9 +161,7 @@ def naive_multiplicative_attention(attn, x, causal, factor):
     """Huang et al. eq. 12: softmax_j((q_i.k_j) * a_ij / sqrt(d_h))."""
     T, B, C = x.shape
     H, D = attn.num_heads, attn.head_dim
-    q = attn.q_proj(x).view(T, B, H, D)
-    k = attn.k_proj(x).view(T, B, H, D)
-    v = attn.v_proj(x).view(T, B, H, D)
+    q, k, v = heads(attn, x)
     out = torch.zeros(T, B, H, D, dtype=x.dtype)
     for b in range(B):
         for h in range(H):

@@ -14,7 +14,7 @@ from fairseq_posenc.encodings.t5 import T5
 from model_utils import build_attention, build_model
 from test_decoding import TOL as MODEL_TOL
 from test_decoding import random_source
-from test_formulas import TOL, naive_t5_bucket
+from test_formulas import TOL, heads, naive_t5_bucket
 
 T, B, PAD = 7, 2, 2  # row 1 of the batch is padded by PAD
 BUCKETS, MAX_DISTANCE = 8, 6  # small enough that a 7-token sequence spans several log buckets
@@ -56,9 +56,7 @@ def naive_positional(enc, causal, reset, relative):
 def naive_tupe(attn, x, causal, padding, position, term):
     """softmax_j((q_i.k_j) / sqrt(2 d_h) + term(h, pos_i, pos_j)) over real keys j."""
     H, D = attn.num_heads, attn.head_dim
-    q = attn.q_proj(x).view(T, B, H, D)
-    k = attn.k_proj(x).view(T, B, H, D)
-    v = attn.v_proj(x).view(T, B, H, D)
+    q, k, v = heads(attn, x)
     out = torch.zeros(T, B, H, D, dtype=x.dtype)
     for b in range(B):
         for h in range(H):
