@@ -5,7 +5,7 @@ method 4, eq. 16).
 ``d_h`` per head, layer and distance: ``(2n - 1) x d_h`` per head and layer (causal decoder:
 ``n``), ``--huang4-clip K`` optionally clipping ``j - i`` to ``[-K, K]``. Like Shaw's key term,
 both products are ``len x (2n-1)`` matrices gathered by distance: no ``len x len x d_h``
-tensor. Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
+tensor, and only the ``2 len - 1`` distances in use take part. Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..positions import distance_range
 from .base import (
     PositionEncoding,
     PositionMemo,
@@ -43,8 +44,12 @@ class Huang4(OptionalClip, PositionEncoding):
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
                    key_padding_mask: Optional[Tensor] = None) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
-        idx = clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, memo, q.device)
-        table = self.rel_emb.to(q.dtype).transpose(-1, -2)  # H, d_h, R
+        # Only the distances this attention has: the table may hold 2n-1 >> 2 len rows.
+        r_min, r_max = distance_range(q_len, k_len, q_offset)
+        lo, hi = max(self.r_lo, r_min), min(self.r_hi, r_max)
+        idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, memo, q.device)
+        rows = self.rel_emb[:, lo - self.r_lo:hi - self.r_lo + 1]
+        table = rows.to(q.dtype).transpose(-1, -2)  # H, d_h, R
         q_term = torch.matmul(q, table)  # B, H, q_len, R  (q is already scaled)
         k_term = torch.matmul(k, table) / math.sqrt(k.size(-1))  # B, H, k_len, R
         shape = (*q.shape[:-2], q_len, k_len)
