@@ -166,6 +166,7 @@ def test_resume(encoding, data, trained, tmp_path, caplog):
     assert (it_before["epoch"], it_before["iterations_in_epoch"]) == (2, 1)
 
     caplog.set_level(logging.INFO)
+    caplog.set_level(logging.INFO, logger="fairseq")  # whatever another module set it to
     cu.train_translation_model(data.bin, save_dir, f"transformer_tiny_{encoding}",
                                max_update=TRAIN_UPDATES + 3,
                                extra_flags=["--save-interval-updates", str(SAVE_INTERVAL)])
