@@ -14,7 +14,10 @@ Two paths:
   ``shaw`` without values);
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when the encoding needs the
   probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
-  al.'s methods 1-3), or the caller asks for the attention weights.
+  al.'s methods 1-3), or the caller asks for the attention weights; and for a single query
+  row (an incremental decoding step), where stock fairseq also takes its explicit path:
+  on CPU, ``scaled_dot_product_attention`` was 1.3-1.9x slower than ``matmul`` + softmax
+  for one query over 16-121 keys (``B*beam = 20``, 8 heads, ``d_h = 64``).
 
 The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 ``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
@@ -132,7 +135,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
         scale = position.logit_scale(tgt_len, src_len, q_offset, memo)
         content = position.content_logits(q, k, q_offset, memo)
         probs: Optional[Tensor] = None
-        if position.has_value_term or need_weights or scale is not None or content is not None:
+        explicit = (position.has_value_term or need_weights or tgt_len == 1
+                    or scale is not None or content is not None)
+        if explicit:
             logits = torch.matmul(q, k.transpose(-1, -2)) if content is None else content
             if scale is not None:
                 logits = logits * scale.to(q.dtype)

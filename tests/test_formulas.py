@@ -284,6 +284,23 @@ def test_rope_attention(causal):
     assert (run(attn, x, causal) - want).abs().max() < TOL
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rope_rotation_in_lower_precision(dtype):
+    """The complex-product rotation (float32 / complex64, and float32 for half types)
+    against the naive rotation in float64, on a strided (B, H, T, d_h) view as the
+    attention passes it and on a slice with an odd storage offset."""
+    attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
+    x = torch.randn(5, 3, 2, 7, dtype=torch.float64)  # (T, B, H, d_h + 1)
+    for view in (x[..., :6].permute(1, 2, 0, 3), x[..., 1:].permute(1, 2, 0, 3)):
+        with attn.memo.scope():
+            got, _ = attn.position.rotate_qk(view.to(dtype), view.to(dtype), 2, attn.memo)
+        assert got.dtype == dtype and got.shape == view.shape
+        for b, h, t in ((0, 0, 0), (2, 1, 4), (1, 0, 3)):
+            want = naive_rope(view[b, h, t], 2 + t)
+            tol = 1e-5 if dtype == torch.float32 else 3e-2
+            assert (got[b, h, t].double() - want).abs().max() < tol
+
+
 def test_rope_logits_depend_on_distance_only():
     attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
     q, k = torch.randn(2, 1, 1, 6, dtype=torch.float64).unbind(0)

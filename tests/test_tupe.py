@@ -181,9 +181,10 @@ def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
 
     monkeypatch.setattr(tupe.TupeA, "positional_term", counting_term)
     monkeypatch.setattr(base, "gather_absolute_pairs", counting_read)
-    matmuls = []  # attention runs fused: the only matmul is (p~ U_Q)(p~ U_K)^T
+    matmuls = []  # the only 3-D matmul is (p~ U_Q)(p~ U_K)^T; attention's are 4-D
     matmul = torch.matmul
-    monkeypatch.setattr(torch, "matmul", lambda a, b: matmuls.append(a.shape) or matmul(a, b))
+    monkeypatch.setattr(torch, "matmul", lambda a, b: (a.dim() == 3 and matmuls.append(a.shape))
+                        or matmul(a, b))
     buckets = []
     distance_bias = T5.distance_bias
     monkeypatch.setattr(T5, "distance_bias", lambda self, lo, hi:

@@ -25,10 +25,19 @@ from .base import PositionEncoding, PositionMemo
 from .registry import register_encoding
 
 
-def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the angles whose cos/sin are given."""
-    even, odd = x[..., 0::2], x[..., 1::2]
-    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
+    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the unit complex numbers ``rotation``
+    (``(..., d/2)``, broadcast against ``x``'s leading dimensions): the pair read as
+    ``x_2i + i x_2i+1`` times ``e^(i angle)`` is the paper's 2x2 rotation, done as one
+    complex product (a view, no copy of ``x``) instead of slices, four products and a stack.
+    """
+    if x.dtype not in (torch.float32, torch.float64):
+        # half precision has no complex CPU kernels; rotate in float32 (as LLaMA does)
+        return rotate_pairs(x.float(), rotation).to(x.dtype)
+    pairs = x.unflatten(-1, (-1, 2))
+    if any(stride % 2 for stride in pairs.stride()[:-1]) or pairs.storage_offset() % 2:
+        pairs = pairs.contiguous()  # view_as_complex needs even strides
+    return torch.view_as_real(torch.view_as_complex(pairs) * rotation).flatten(-2)
 
 
 @register_encoding
@@ -60,17 +69,20 @@ class Rope(PositionEncoding):
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
         return cls(head_dim, args.rope_base)
 
-    def _angles(self, end: int, memo: PositionMemo) -> tuple[Tensor, Tensor]:
-        """cos and sin of ``p * theta_i`` for positions ``0..end-1`` (at least), cached."""
-        def compute() -> tuple[Tensor, Tensor]:
+    def _rotations(self, end: int, dtype: torch.dtype, memo: PositionMemo) -> Tensor:
+        """``e^(i p theta_j)`` for positions ``p = 0..end-1`` (at least), ``(end, d_h/2)``,
+        complex of ``dtype``'s precision; computed in float64, cached per forward (per
+        sequence while decoding)."""
+        def compute() -> Tensor:
             positions = torch.arange(memo.ahead(end), dtype=torch.float64, device=self.theta.device)
             angles = positions[:, None] * self.theta
-            return angles.cos(), angles.sin()
+            rotation = torch.polar(torch.ones_like(angles), angles)
+            return rotation.to(torch.complex128 if dtype == torch.float64 else torch.complex64)
 
-        return memo.cached((id(self), "angles"), lambda hit: hit[0].size(0) >= end, compute)
+        return memo.cached((id(self), "rotations", dtype),
+                           lambda hit: hit.size(0) >= end, compute)
 
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo):
         end = q_offset + q.size(-2)
-        cos, sin = self._angles(end, memo)
-        cos, sin = cos[q_offset:end].to(q.dtype), sin[q_offset:end].to(q.dtype)
-        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
+        rotation = self._rotations(end, q.dtype, memo)[q_offset:end]
+        return rotate_pairs(q, rotation), rotate_pairs(k, rotation)
