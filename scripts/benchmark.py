@@ -25,8 +25,13 @@ row: stock first, then the encodings in an order shuffled per repetition, with s
 again after every ``--stock-every`` (3) encodings. Each encoding's time is divided by the
 mean of the two stock calls around it, taken seconds apart, so that the machine's drifts
 in speed cancel (on the 2-core build VM the same call's time drifts by up to 2x over tens
-of seconds). Reported: the median of these ratios over repetitions, their min-max, the
-absolute stock times, and how much the identical stock calls varied (the noise floor).
+of seconds, and a bare 250 ms matrix-product loop varies by +-10% from one run to the next).
+Reported: the median of these ratios over repetitions (default 5), their min-max, the
+absolute stock times, and how much the identical stock calls varied. A second stock model
+(``stock_copy``, the noise control) is timed exactly like an encoding: its ratios, whose
+true value is 1, show how far noise alone moves a ratio in the same run. A verdict is
+conclusive when every repetition falls on the same side of the limit (for 5 repetitions,
+the min-max range is a 94% confidence interval of the median).
 Python's garbage collector is off inside the timed calls (the models' objects are frozen
 out of its generations; collections run between the calls).
 
@@ -51,8 +56,10 @@ Targets (ratio to stock, median over repetitions, train and translate): ``sinuso
 1.10; ``rope`` <= 1.05. Memory: no encoding but ``huang3`` builds a ``len x len x d_h``
 tensor. Other encodings get ratios and no verdict.
 
-Default run on the build machine (2 CPU cores, no GPU): see ``DEFAULTS`` below and
-``scripts/README_benchmark.md`` for the measured wall time and tables.
+Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 36.9 min wall
+(2026-11-22), of which ~12 min were lost while another process's test suite shared the
+cores during the small/len-120 table; about 25 min on an otherwise idle machine (small/30
+3 min, small/120 7 min, base/30 5 min, base/120 10 min). Peak RSS 6.6 GB (21 base models).
 """
 
 from __future__ import annotations
@@ -90,6 +97,9 @@ from fairseq.tasks.translation import TranslationTask  # noqa: E402
 from fairseq_posenc.encodings import ENCODINGS  # noqa: E402
 
 STOCK = "stock"
+#: A second, identical stock model timed like an encoding: its ratios (true value 1) show
+#: how far the machine's noise alone moves a ratio in this run.
+CONTROL = "stock_copy"
 
 #: name -> (stock arch, flags for both models); ``transformer_posenc`` is
 #: ``transformer_wmt_en_de``-sized, so flags only change what differs from it.
@@ -118,11 +128,11 @@ QUADRATIC_DH = {"huang3"}
 
 KINDS = ("train", "forward", "translate")
 
-#: Defaults of the full run, sized for ~35 minutes on 2 CPU cores (see the module docstring).
+#: Defaults of the full run: ~25 min on 2 idle CPU cores (see the module docstring).
 DEFAULTS = {
     "sizes": ["small", "base"],
     "lengths": [30, 120],
-    "reps": 3,
+    "reps": 5,
     # stock is timed before the first encoding and after every this many
     "stock_every": 3,
     # sentences per training / forward batch, per length (CPU); CUDA uses 4x
@@ -173,7 +183,7 @@ def model_flags(size: str) -> list[str]:
 def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
                 device: torch.device) -> torch.nn.Module:
     """Stock fairseq (``name == STOCK``) or ``transformer_posenc --pos-encoding name``."""
-    if name == STOCK:
+    if name in (STOCK, CONTROL):
         arch = ["--arch", SIZES[size]["stock_arch"]]
     else:
         arch = ["--arch", "transformer_posenc", "--pos-encoding", name]
@@ -423,7 +433,8 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     pad = d.pad()
     batch = make_batch(d, cfg.batch, cfg.length, cfg.seed, device)
     sources = make_batch(d, cfg.translate, cfg.length, cfg.seed + 1, device)
-    names = [STOCK, *encodings]
+    timed_names = [CONTROL, *encodings]  # everything timed against stock
+    names = [STOCK, *timed_names]
     spec = SIZES[cfg.size]
 
     other_load = OtherLoad()
@@ -463,7 +474,7 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     times: dict[str, dict[str, list[list[float]]]] = {
         name: {kind: [] for kind in KINDS} for name in names}
     ratios: dict[str, dict[str, list[float]]] = {
-        name: {kind: [] for kind in KINDS} for name in encodings}
+        name: {kind: [] for kind in KINDS} for name in timed_names}
 
     def call(name: str, kind: str) -> float:
         m = models[name]
@@ -484,7 +495,7 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     try:
         for rep in range(cfg.reps):
             t0 = time.perf_counter()
-            order = list(encodings)
+            order = list(timed_names)
             random.Random(f"{cfg.seed}/{rep}").shuffle(order)
             for kind in KINDS:
                 gc.collect()
@@ -572,7 +583,7 @@ def verdict(name: str, row: dict[str, Any]) -> dict[str, Any]:
                             "pass": cell["ratio"] <= limit,
                             # every repetition on the same side of the limit
                             "conclusive": cell["max"] <= limit or cell["min"] > limit}
-    if name != STOCK:
+    if name not in (STOCK, CONTROL):
         expected = name in QUADRATIC_DH
         checks["memory"] = {"expected_quadratic": expected,
                             "quadratic_in": row["quadratic_dh"],
@@ -616,7 +627,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         + ("" if result.get("other_processes_cores") is None else
            f"; other processes used {result['other_processes_cores']:.2f} cores meanwhile")
         + f". Ratios: median over {result['reps']} "
-        f"repetitions (min-max), each against the stock calls just before and after.",
+        f"repetitions (min-max), each against the stock calls just before and after; the "
+        f"noise-control row times a second, identical stock model the same way.",
         "",
         "| encoding | train | forward | translate | peak mem train / fwd / transl | "
         "largest tensor / (B H len^2 d_h) | target |",
@@ -629,7 +641,8 @@ def markdown_table(result: dict[str, Any]) -> str:
         rel = max(row["largest_rel"].values())
         flag = (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
                 if row["quadratic_dh"] else f"{rel:.3f}")
-        lines.append(f"| {name} | {fmt_ratio(row['train'])} | {fmt_ratio(row['forward'])} | "
+        label = f"{STOCK} (2nd copy: noise control)" if name == CONTROL else name
+        lines.append(f"| {label} | {fmt_ratio(row['train'])} | {fmt_ratio(row['forward'])} | "
                      f"{fmt_ratio(row['translate'])} | {peak} | {flag} | "
                      f"{verdict_text(name, row['verdict'])} |")
     return "\n".join(lines)
@@ -845,7 +858,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
                         help="model sizes (default: small base)")
     parser.add_argument("--lengths", nargs="+", type=int, help="source lengths (default: 30 120)")
-    parser.add_argument("--reps", type=int, help="repetitions (default 3)")
+    parser.add_argument("--reps", type=int, help="repetitions (default 5)")
     parser.add_argument("--stock-every", type=int,
                         help="time stock again after every N encodings (default 3); each "
                              "encoding is compared with the two stock calls around it")

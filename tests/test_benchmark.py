@@ -23,7 +23,7 @@ sys.modules["benchmark"] = benchmark  # dataclasses look their module up
 spec.loader.exec_module(benchmark)
 
 ENCODINGS = ["sinusoidal", "diet_rel", "huang3"]
-MODELS = ["stock", *ENCODINGS]
+MODELS = ["stock", "stock_copy", *ENCODINGS]  # stock_copy: the noise control
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +89,13 @@ def test_markdown_table(quick):
     header = [i for i, line in enumerate(lines) if line.startswith("| encoding |")]
     assert len(header) == 1  # one size x one length
     rows = [line for line in lines[header[0] + 2:] if line.startswith("| ")]
-    assert [r.split("|")[1].strip() for r in rows] == ENCODINGS
+    assert [r.split("|")[1].strip() for r in rows] == ["stock (2nd copy: noise control)",
+                                                       *ENCODINGS]
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
     assert all(len(c) == 6 for c in cells.values())
     assert "len x len x d_h" in cells["huang3"][4] and "memory PASS" in cells["huang3"][5]
     assert "len x len x d_h" not in cells["diet_rel"][4]
+    assert cells["stock (2nd copy: noise control)"][5] == "- (no target)"
     # targets: PASS/FAIL against the limits
     assert "train <= 1.03" in cells["sinusoidal"][5] and "transl <= 1.03" in cells["sinusoidal"][5]
     assert "train <= 1.05" in cells["diet_rel"][5]
