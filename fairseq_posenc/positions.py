@@ -43,13 +43,20 @@ def real_positions(padding_mask: Optional[Tensor], length: int,
 
 
 def gather_absolute_pairs(table: Tensor, positions: Tensor, q_offset: int) -> Tensor:
-    """``table[..., pos[b, q_offset + i], pos[b, j]]``: a ``(..., n, n)`` table indexed by
+    """``table[h, pos[b, q_offset + i], pos[b, j]]``: an ``(H, n, n)`` table indexed by
     absolute positions, read at each row's ``positions`` (``(B, k_len)``, e.g. from
     :func:`real_positions`) for the last ``k_len - q_offset`` queries and every key.
-    Returns ``(B, ..., q_len, k_len)``."""
+    Returns ``(B, H, q_len, k_len)``.
+
+    One ``gather`` over the flattened table (broadcast over the batch, not copied): its
+    backward is a ``scatter_add``, 2-3x faster on CPU than the accumulating ``index_put``
+    that indexing with two index tensors (``table[:, q_pos, k_pos]``) gives."""
+    heads, n = table.size(0), table.size(-1)
+    batch, k_len = positions.shape
     q_pos = positions[:, q_offset:]
-    pairs = table[..., q_pos[:, :, None], positions[:, None, :]]  # (..., B, q_len, k_len)
-    return pairs.movedim(-3, 0)
+    pair = (q_pos[:, :, None] * n + positions[:, None, :]).view(batch, 1, -1)
+    flat = table.reshape(heads, n * n).unsqueeze(0).expand(batch, heads, n * n)
+    return flat.gather(-1, pair.expand(batch, heads, -1)).view(batch, heads, -1, k_len)
 
 
 def distance_range(q_len: int, k_len: int, q_offset: int = 0) -> tuple[int, int]:
@@ -99,11 +106,14 @@ def expand_distance_bias(
 ) -> Tensor:
     """Turn ``per_distance[..., r - r_lo]`` into a ``(..., q_len, k_len)`` bias ``b[.., i, j]``.
 
-    A single query row (one incremental decoding step) needs contiguous distances, so it
-    is a slice of the table; several rows need a gather.
+    Row ``i`` reads ``k_len`` consecutive distances ``-(q_offset + i) .. k_len - 1 - q_offset
+    - i``, so the rows are overlapping windows of the table: ``unfold`` makes them a view,
+    one copy (the flip that orders them by ``i``) materializes the bias, and the backward
+    is ``unfold``'s summing kernel. A gather here took 5-12x longer forward, and its
+    backward (an accumulating ``index_put``) twice as long (``H = 8``, 30-120 tokens, CPU).
     """
-    if q_len == 1:
-        start = -q_offset - r_lo
+    start = -(q_offset + q_len - 1) - r_lo  # the table entry of row q_len - 1, key 0
+    if q_len == 1:  # one decoding step: a slice
         return per_distance[..., start : start + k_len].unsqueeze(-2)
-    idx = relative_positions(q_len, k_len, q_offset, per_distance.device) - r_lo
-    return per_distance[..., idx]
+    windows = per_distance[..., start : start + q_len + k_len - 1].unfold(-1, k_len, 1)
+    return windows.flip(-2)  # windows[a] is row q_len - 1 - a

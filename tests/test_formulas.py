@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionMemo
-from fairseq_posenc.positions import t5_bucket
+from fairseq_posenc.positions import expand_distance_bias, gather_absolute_pairs, t5_bucket
 from model_utils import build_attention
 
 TOL = 1e-9
@@ -399,3 +399,42 @@ def test_huang_factors_start_at_one(encoding):
     enc = get_encoding(encoding).build(encoding_args(), num_heads=2, head_dim=4, causal=False,
                                        max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())
+
+
+@pytest.mark.parametrize("q_len,k_len,q_offset,r_lo,extra", [
+    (5, 5, 0, -4, 0), (1, 9, 8, -8, 0), (3, 9, 6, -12, 4), (4, 7, 0, -10, 7), (6, 2, 0, -5, 0)])
+def test_expand_distance_bias_reads_each_pair_distance(q_len, k_len, q_offset, r_lo, extra):
+    """b[h, i, j] = table[h, (j - (q_offset + i)) - r_lo], for tables that cover more
+    distances than needed (decoding allocates ahead), and its gradient."""
+    r_hi = k_len - 1 - q_offset + extra
+    table = torch.randn(3, r_hi - r_lo + 1, dtype=torch.float64, requires_grad=True)
+    got = expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
+    weights = torch.randn(3, q_len, k_len, dtype=torch.float64)
+    (got * weights).sum().backward()
+    want_grad = torch.zeros_like(table)
+    for h in range(3):
+        for i in range(q_len):
+            for j in range(k_len):
+                r = j - (q_offset + i)
+                assert got[h, i, j] == table[h, r - r_lo]
+                want_grad[h, r - r_lo] += weights[h, i, j]
+    assert (table.grad - want_grad).abs().max() < TOL
+
+
+def test_gather_absolute_pairs_reads_real_positions():
+    """out[b, h, i, j] = table[h, pos[b, q_offset + i], pos[b, j]], and its gradient."""
+    table = torch.randn(2, 6, 6, dtype=torch.float64, requires_grad=True)
+    positions = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4], [0, 0, 1, 2, 3]])
+    got = gather_absolute_pairs(table, positions, 1)
+    assert got.shape == (3, 2, 4, 5)
+    weights = torch.randn(got.shape, dtype=torch.float64)
+    (got * weights).sum().backward()
+    want_grad = torch.zeros_like(table)
+    for b in range(3):
+        for h in range(2):
+            for i in range(4):
+                for j in range(5):
+                    pi, pj = int(positions[b, 1 + i]), int(positions[b, j])
+                    assert got[b, h, i, j] == table[h, pi, pj]
+                    want_grad[h, pi, pj] += weights[b, h, i, j]
+    assert (table.grad - want_grad).abs().max() < TOL
