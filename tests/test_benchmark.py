@@ -87,18 +87,22 @@ def test_markdown_table(quick):
     assert md.strip() == doc["markdown"].strip()
     lines = md.splitlines()
     header = [i for i, line in enumerate(lines) if line.startswith("| encoding |")]
-    assert len(header) == 1  # one size x one length
-    rows = [line for line in lines[header[0] + 2:] if line.startswith("| ")]
+    assert len(header) == 2  # one size x one length: the models, then their layers
+    rows = [line for line in lines[header[0] + 2: header[1]] if line.startswith("| ")]
     assert [r.split("|")[1].strip() for r in rows] == ["stock (2nd copy: noise control)",
                                                        *ENCODINGS]
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
-    assert all(len(c) == 6 for c in cells.values())
-    assert "len x len x d_h" in cells["huang3"][4] and "memory PASS" in cells["huang3"][5]
+    assert all(len(c) == 7 for c in cells.values())
+    assert "len x len x d_h" in cells["huang3"][4] and "memory PASS" in cells["huang3"][6]
     assert "len x len x d_h" not in cells["diet_rel"][4]
-    assert cells["stock (2nd copy: noise control)"][5] == "- (no target)"
+    assert cells["stock (2nd copy: noise control)"][6] == "- (no target)"
+    # bound from the layers: attention-level encodings only (input ones keep stock layers)
+    bound = doc["results"][0]["summary"]["models"]["diet_rel"]["layer_bound"]
+    assert cells["diet_rel"][5] == f"{bound['train']:.3f} / {bound['translate']:.3f}"
+    assert cells["sinusoidal"][5] == "-"
     # targets: PASS/FAIL against the issue's limits
-    assert "train <= 1.03" in cells["sinusoidal"][5] and "transl <= 1.03" in cells["sinusoidal"][5]
-    assert "train <= 1.05" in cells["diet_rel"][5]
+    assert "train <= 1.03" in cells["sinusoidal"][6] and "transl <= 1.03" in cells["sinusoidal"][6]
+    assert "train <= 1.05" in cells["diet_rel"][6]
     assert "Targets failed" in md and "Command: `" in md
 
 
@@ -126,3 +130,66 @@ def test_tracker_skips_parameter_shapes_in_largest_tensor():
     assert weight.grad is not None and tracker.peak >= 2 * 50 * 40 * 4
     assert tracker.largest_shape == (7, 3)
     del small
+
+
+def test_layer_level_tables(quick):
+    """The layer level times the first self-attention layers of the attention-level
+    encodings (input encodings keep stock layers) and the noise control."""
+    md, doc = quick
+    [layer] = doc["layer_results"]
+    assert layer["level"] == "layer" and layer["length"] == 12 and layer["reps"] == 2
+    rows = layer["summary"]["models"]
+    assert list(rows) == ["stock_copy", "diet_rel", "huang3"]  # not sinusoidal
+    for name, row in rows.items():
+        for kind in benchmark.LAYER_KINDS:
+            cell = row[kind]
+            assert cell["min"] <= cell["q1"] <= cell["ratio"] <= cell["q3"] <= cell["max"]
+            assert len(layer["ratios"][name][kind]) == layer["reps"]
+    # diet_rel has targets (1.05 / 1.05): its layer ratios bound them
+    bound = rows["diet_rel"]["bound"]
+    assert set(bound) == {"train", "translate"}
+    assert bound["translate"]["ratio"] == rows["diet_rel"]["translate"]["ratio"]
+    assert bound["train"]["holds"] == (rows["diet_rel"]["train"]["ratio"] <= 1.05)
+    assert "bound" not in rows["huang3"] and "bound" not in rows["stock_copy"]
+    assert "### Self-attention layer (32 wide, 4 heads), length 12" in md
+
+
+def test_failures_report_what_the_layer_bound_shows():
+    def model_result(ratio, bound=None):
+        check = {"limit": 1.05, "ratio": ratio, "pass": ratio <= 1.05, "conclusive": False}
+        row = {"verdict": {"train": check}}
+        if bound is not None:
+            row["layer_bound"] = {"train": bound, "translate": 1.0}
+        return {"size": "small", "length": 30, "summary": {"models": {"t5": row}}}
+
+    [line] = benchmark.failures([model_result(1.08, bound=1.02)])
+    assert line.startswith("small/len30 t5 train: 1.080 > 1.05")
+    assert "inconclusive" in line and "layers: 1.020, within the limit, so the target holds" in line
+    [line] = benchmark.failures([model_result(1.08, bound=1.09)])
+    assert line.endswith("1.090, over the limit too")
+    [line] = benchmark.failures([model_result(1.08)])
+    assert line.endswith("within the limit)")
+    assert benchmark.failures([model_result(1.01, bound=1.09)]) == []
+    # layer level alone: the layer ratios that do not show a target by themselves
+    layer = {"length": 30, "summary": {"models": {"t5": {"bound": {
+        "train": {"limit": 1.05, "ratio": 1.09, "holds": False}}}}}}
+    [line] = benchmark.failures([], [layer])
+    assert line.startswith("len30 t5 train: layer-level ratio 1.090 > 1.05")
+
+
+def test_layer_bound_from_stock_shares():
+    """ratio <= 1 + (layer ratio - 1) * L * t_layer / t_model, per kind."""
+    model = {"length": 30, "model": {"layers": 4}, "summary": {
+        "stock_seconds": {"train": 0.4, "forward": 0.1, "translate": 1.0},
+        "models": {"t5": {}, "stock_copy": {}}}}
+    layer = {"length": 30, "summary": {
+        "stock_seconds": {"train": 0.02, "translate": 0.05},
+        "models": {"t5": {"train": {"ratio": 1.10}, "translate": {"ratio": 1.20}},
+                   "stock_copy": {"train": {"ratio": 0.97}, "translate": {"ratio": 1.0}}}}}
+    benchmark.attach_layer_bounds([model], [layer])
+    share = model["summary"]["self_attention_share"]
+    assert share == pytest.approx({"train": 4 * 0.02 / 0.4, "translate": 4 * 0.05 / 1.0})
+    bound = model["summary"]["models"]["t5"]["layer_bound"]
+    assert bound == pytest.approx({"train": 1 + 0.10 * 0.2, "translate": 1 + 0.20 * 0.2})
+    # a layer faster than stock bounds the model by 1, not below
+    assert model["summary"]["models"]["stock_copy"]["layer_bound"]["train"] == 1.0
