@@ -70,10 +70,10 @@ Targets (ratio to stock, median over repetitions, train and translate): ``sinuso
 1.10; ``rope`` <= 1.05. Memory: no encoding but ``huang3`` builds a ``len x len x d_h``
 tensor. Other encodings get ratios and no verdict.
 
-Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 36.9 min wall
-(2026-11-22), of which ~12 min were lost while another process's test suite shared the
-cores during the small/len-120 table; about 25 min on an otherwise idle machine (small/30
-3 min, small/120 7 min, base/30 5 min, base/120 10 min). Peak RSS 6.6 GB (21 base models).
+Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 48.2 min wall
+(2026-11-22; small/30 6 min, small/120 15 min, base/30 8 min, base/120 15 min, the layer
+level 4 min), peak RSS about 7 GB (22 base models). ``--level layer`` alone: about 5 min. The
+latest table is in README.md and ``docs/benchmark-cpu.md``.
 """
 
 from __future__ import annotations
