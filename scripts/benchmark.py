@@ -439,6 +439,20 @@ def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
 
 
+def median_seconds(calls: Sequence[Sequence[float]]) -> float:
+    """Median of every timed call, over repetitions (a repetition may hold several)."""
+    return median([t for rep in calls for t in rep])
+
+
+def ratio_cell(per_rep: Sequence[float], calls: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """A ratio over repetitions: median, min-max, interquartile range (linear
+    interpolation), the raw per-repetition ratios, and the median time of the calls."""
+    q1, _, q3 = (statistics.quantiles(per_rep, n=4, method="inclusive") if len(per_rep) > 1
+                 else [per_rep[0]] * 3)
+    return {"ratio": median(per_rep), "min": min(per_rep), "max": max(per_rep), "q1": q1,
+            "q3": q3, "per_rep_ratios": list(per_rep), "seconds": median_seconds(calls)}
+
+
 def timed(call: Callable[[], Any], device: torch.device) -> float:
     sync(device)
     start = time.perf_counter()
@@ -677,17 +691,13 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
             f"[layer/len{cfg.length}] repetition {rep + 1}/{cfg.layer_reps} {seconds:.1f}s"))
     del layers
     summary: dict[str, Any] = {
-        "stock_seconds": {k: median([t for r in times[STOCK][k] for t in r])
-                          for k in LAYER_KINDS},
+        "stock_seconds": {k: median_seconds(times[STOCK][k]) for k in LAYER_KINDS},
         "models": {},
     }
     for name in timed_names:
         row: dict[str, Any] = {}
         for kind in LAYER_KINDS:
-            per_rep = ratios[name][kind]
-            row[kind] = {"ratio": median(per_rep), "min": min(per_rep), "max": max(per_rep),
-                         "q1": quantile(per_rep, 0.25), "q3": quantile(per_rep, 0.75),
-                         "seconds": median([t for r in times[name][kind] for t in r])}
+            row[kind] = ratio_cell(ratios[name][kind], times[name][kind])
         if name in TARGETS:
             row["bound"] = {kind: {"limit": limit, "ratio": row[kind]["ratio"],
                                    "holds": row[kind]["ratio"] <= limit}
@@ -701,14 +711,6 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
         "seconds": time.perf_counter() - config_start,
         "times_s": times, "ratios": ratios, "summary": summary,
     }
-
-
-def quantile(xs: Sequence[float], q: float) -> float:
-    ordered = sorted(xs)
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def layer_markdown_table(result: dict[str, Any]) -> str:
@@ -768,9 +770,7 @@ def summarize(cfg: Config, names: Sequence[str], times, ratios, memory) -> dict[
                 per_rep = [1.0] * cfg.reps
             else:
                 per_rep = ratios[name][kind]
-            row[kind] = {"ratio": median(per_rep), "min": min(per_rep), "max": max(per_rep),
-                         "seconds": median([t for rep in times[name][kind] for t in rep]),
-                         "per_rep_ratios": per_rep}
+            row[kind] = ratio_cell(per_rep, times[name][kind])
         mem = memory[name]
         row["peak_ratio"] = {k: mem[k]["peak_bytes"] / max(1, memory[STOCK][k]["peak_bytes"])
                              for k in KINDS}
