@@ -106,6 +106,33 @@ def test_encoder_padding_invariance(encoding):
 
 
 @pytest.mark.parametrize("encoding", ALL_ENCODINGS)
+def test_left_padded_target_trains_like_the_target_alone(encoding):
+    """Teacher forcing in training mode, gradients on (learned biases take the explicit
+    path on CPU): a left-padded target (``--left-pad-target``) decodes like the same target
+    alone, and its first padding query, which the causal mask leaves no real key, gives
+    finite outputs and gradients."""
+    model, d = build_model(encoding)
+    model.train()  # dropout is 0
+    src, lengths = random_source(d)
+    enc_out = model.encoder(src, lengths)
+    g = torch.Generator().manual_seed(2)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 6), generator=g)
+    prev[:, 0] = d.eos()
+    prev[0, :2] = d.pad()
+    prev[0, 2] = d.eos()
+    logits = full_logits(model, prev, enc_out)
+    assert torch.isfinite(logits).all()
+    logits.sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    with torch.no_grad():
+        for row in range(3):
+            real = prev[row][prev[row].ne(d.pad())].unsqueeze(0)
+            row_enc = model.encoder.reorder_encoder_out(enc_out, torch.tensor([row]))
+            alone = full_logits(model, real, row_enc)[0]
+            assert (alone - logits[row, -real.size(1):]).abs().max() < TOL
+
+
+@pytest.mark.parametrize("encoding", ALL_ENCODINGS)
 def test_position_information_is_used(encoding):
     """Guards the tests above from being vacuous: permuting the source changes the
     encoding of its tokens, except without any position information."""
