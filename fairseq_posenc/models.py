@@ -181,8 +181,8 @@ class PositionalStack:
         self.pos_max_length = encoding.max_length(self.args, max_positions)
         self.pos_side = side
         self.pos_memo = PositionMemo()
-        if not self._uses_attention_encoding():
-            return
+        if not self._uses_attention_encoding() or len(self.layers) == 0:
+            return  # no self-attention to give positions to
         first = self.layers[0].self_attn
         per_layer: list[Optional[PositionEncoding]] = [None] * len(self.layers)
         if not encoding.at_input:

@@ -4,7 +4,8 @@
     python scripts/benchmark.py                       # the full run (CPU here: see below)
     python scripts/benchmark.py --quick               # CI smoke run, a few seconds
     python scripts/benchmark.py --encodings t5 shaw --sizes small --lengths 30 --reps 3
-    python scripts/benchmark.py --level layer         # self-attention layers only, ~6 min
+    python scripts/benchmark.py --level layer         # self-attention layers only, ~10 min
+    python scripts/benchmark.py --render runs/benchmark.json   # a run's report again
 
 For every size x source length, all models are built in one process: stock fairseq
 (its own args-based ``TransformerModel``, ``--arch transformer`` / ``transformer_wmt_en_de``,
@@ -145,8 +146,11 @@ TARGETS: dict[str, tuple[float, float]] = {
 QUADRATIC_DH = {"huang3"}
 
 KINDS = ("train", "forward", "translate")
-#: What is timed: whole models (``model``) and their first self-attention layers (``layer``).
-LEVELS = ("model", "layer")
+#: What is timed: whole models (``model``), their first self-attention layers (``layer``),
+#: and everything but their layers (``rest``: the same models with 0 layers).
+LEVELS = ("model", "layer", "rest")
+#: The calls timed at the rest level (forward is a part of train).
+REST_KINDS = ("train", "translate")
 
 #: Defaults of the full run: ~25 min on 2 idle CPU cores (see the module docstring).
 DEFAULTS = {
@@ -155,6 +159,8 @@ DEFAULTS = {
     "reps": 5,
     # repetitions of the layer-level timings (milliseconds each)
     "layer_reps": 30,
+    # repetitions of the rest-level timings (0-layer models, 0.05-0.5 s each)
+    "rest_reps": 20,
     # stock is timed before the first encoding and after every this many
     "stock_every": 3,
     # sentences per training / forward batch, per length (CPU); CUDA uses 4x
@@ -169,6 +175,7 @@ QUICK = {
     "lengths": [12],
     "reps": 2,
     "layer_reps": 2,
+    "rest_reps": 2,
     "stock_every": 3,
     "batch": {12: 2},
     "translate": {12: 2},
@@ -188,10 +195,11 @@ def shared_dictionary(vocab: int) -> Dictionary:
     return d
 
 
-def model_flags(size: str) -> list[str]:
+def model_flags(size: str, layers: Optional[int] = None) -> list[str]:
     spec = SIZES[size]
+    layers = spec["layers"] if layers is None else layers
     return [
-        "--encoder-layers", str(spec["layers"]), "--decoder-layers", str(spec["layers"]),
+        "--encoder-layers", str(layers), "--decoder-layers", str(layers),
         "--encoder-embed-dim", str(spec["dim"]), "--decoder-embed-dim", str(spec["dim"]),
         "--encoder-ffn-embed-dim", str(spec["ffn"]), "--decoder-ffn-embed-dim", str(spec["ffn"]),
         "--encoder-attention-heads", str(spec["heads"]),
@@ -204,15 +212,16 @@ def model_flags(size: str) -> list[str]:
 
 
 def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
-                device: torch.device) -> torch.nn.Module:
-    """Stock fairseq (``name == STOCK``) or ``transformer_posenc --pos-encoding name``."""
+                device: torch.device, layers: Optional[int] = None) -> torch.nn.Module:
+    """Stock fairseq (``name == STOCK``) or ``transformer_posenc --pos-encoding name``;
+    ``layers``: per stack, instead of the size's."""
     if name in (STOCK, CONTROL):
         arch = ["--arch", SIZES[size]["stock_arch"]]
     else:
         arch = ["--arch", "transformer_posenc", "--pos-encoding", name]
     args = options.parse_args_and_arch(
         options.get_training_parser(),
-        ["/nonexistent", "--task", "translation", *arch, *model_flags(size)],
+        ["/nonexistent", "--task", "translation", *arch, *model_flags(size, layers)],
     )
     torch.manual_seed(seed)
     model = TranslationTask(args, dictionary, dictionary).build_model(args)
@@ -425,6 +434,7 @@ class Config:
     vocab: int
     seed: int
     layer_reps: int = 30
+    rest_reps: int = 20
 
     @property
     def key(self) -> str:
@@ -515,6 +525,23 @@ def interleave(
     return times, ratios
 
 
+def model_call(m: ModelUnderTest, kind: str, batch: Batch, sources: Batch, pad: int,
+               seed: int, device: torch.device) -> float:
+    """Seconds of one ``train`` step (a fresh Adam, its state allocated untimed),
+    ``forward`` or ``translate`` call."""
+    if kind == "train":
+        torch.manual_seed(seed)
+        optimizer = make_optimizer(m.model)
+        init_optimizer_state(m.model, optimizer)
+        seconds = timed(lambda: train_step(m.model, optimizer, batch, pad), device)
+        del optimizer
+        m.model.zero_grad(set_to_none=True)
+        return seconds
+    if kind == "forward":
+        return timed(lambda: full_forward(m.model, batch), device)
+    return timed(lambda: translate(m.model, m.generator, sources), device)
+
+
 def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
                log: Callable[[str], None]) -> dict[str, Any]:
     d = shared_dictionary(cfg.vocab)
@@ -555,18 +582,7 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     log(f"[{cfg.key}] warm-up and memory round {time.perf_counter() - t0:.1f}s")
 
     def call(name: str, kind: str) -> float:
-        m = models[name]
-        if kind == "train":
-            torch.manual_seed(cfg.seed)
-            optimizer = make_optimizer(m.model)
-            init_optimizer_state(m.model, optimizer)
-            seconds = timed(lambda: train_step(m.model, optimizer, batch, pad), device)
-            del optimizer
-            m.model.zero_grad(set_to_none=True)
-            return seconds
-        if kind == "forward":
-            return timed(lambda: full_forward(m.model, batch), device)
-        return timed(lambda: translate(m.model, m.generator, sources), device)
+        return model_call(models[name], kind, batch, sources, pad, cfg.seed, device)
 
     times, ratios = interleave(
         timed_names, KINDS, call, cfg.reps, cfg.stock_every, cfg.seed,
@@ -753,6 +769,78 @@ def later_layer_cell(first: Sequence[float], first_two: Sequence[float], stock_f
     return {**ratio_spread(per_rep), "stock_seconds": stock_later}
 
 
+# --- rest level -----------------------------------------------------------------------
+#
+# Everything but the layers: embeddings (with fairseq's input position embeddings, where
+# an encoding keeps them), the stacks' own code, the output projection, the loss, Adam, and
+# beam search. Timed on the same models built with 0 layers per stack: what differs from
+# stock there adds to the layers' difference (for the input encodings, whose layers are
+# stock's, it is the whole difference).
+
+
+def run_rest_config(cfg: Config, encodings: Sequence[str], device: torch.device,
+                    log: Callable[[str], None]) -> dict[str, Any]:
+    """Time the 0-layer models (``train`` and ``translate``, the model level's batches)
+    against stock's, ``rest_reps`` times."""
+    d = shared_dictionary(cfg.vocab)
+    pad = d.pad()
+    batch = make_batch(d, cfg.batch, cfg.length, cfg.seed, device)
+    sources = make_batch(d, cfg.translate, cfg.length, cfg.seed + 1, device)
+    timed_names = [CONTROL, *encodings]
+    config_start = time.perf_counter()
+    models = {}
+    for name in [STOCK, *timed_names]:
+        model = build_model(name, cfg.size, d, cfg.seed, device, layers=0)
+        models[name] = ModelUnderTest(name, model, make_generator(model, d, cfg.beam, cfg.length))
+
+    def call(name: str, kind: str) -> float:
+        return model_call(models[name], kind, batch, sources, pad, cfg.seed, device)
+
+    for name in models:  # warm-up
+        for kind in REST_KINDS:
+            call(name, kind)
+    times, ratios = interleave(
+        timed_names, REST_KINDS, call, cfg.rest_reps, 2, cfg.seed,
+        lambda rep, seconds: rep + 1 in (cfg.rest_reps // 2, cfg.rest_reps) and log(
+            f"[rest/len{cfg.length}] repetition {rep + 1}/{cfg.rest_reps} {seconds:.1f}s"))
+    del models
+    summary: dict[str, Any] = {
+        "stock_seconds": {k: median_seconds(times[STOCK][k]) for k in REST_KINDS},
+        "models": {name: {kind: ratio_cell(ratios[name][kind], times[name][kind])
+                          for kind in REST_KINDS} for name in timed_names},
+    }
+    return {
+        "level": "rest", "size": cfg.size, "length": cfg.length,
+        "batch_sentences": cfg.batch, "translate_sentences": cfg.translate, "beam": cfg.beam,
+        "reps": cfg.rest_reps, "model": {k: v for k, v in SIZES[cfg.size].items()},
+        "seed": cfg.seed, "seconds": time.perf_counter() - config_start,
+        "times_s": times, "ratios": ratios, "summary": summary,
+    }
+
+
+def rest_markdown_table(result: dict[str, Any]) -> str:
+    st = result["summary"]["stock_seconds"]
+    lines = [
+        f"### Everything but the layers ({result['model']['dim']} wide, 0 layers), length "
+        f"{result['length']}",
+        "",
+        f"Stock fairseq with 0 layers per stack: train {1000 * st['train']:.0f} ms/step "
+        f"({result['batch_sentences']} sentences), translate {1000 * st['translate']:.0f} ms "
+        f"({result['translate_sentences']} sentences, beam {result['beam']}, "
+        f"{result['length'] + 1} steps). Ratios: median over {result['reps']} repetitions "
+        "(interquartile range), each against the stock calls just before and after.",
+        "",
+        "| encoding | train | translate |",
+        "|---|---|---|",
+    ]
+    for name, row in result["summary"]["models"].items():
+        label = f"{STOCK} (2nd copy: noise control)" if name == CONTROL else name
+        cells = [f"{row[k]['ratio']:.3f} ({row[k]['q1']:.2f}-{row[k]['q3']:.2f})"
+                 for k in REST_KINDS]
+        lines.append(f"| {label} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def layer_markdown_table(result: dict[str, Any]) -> str:
     s = result["summary"]
     st = s["stock_seconds"]
@@ -849,15 +937,15 @@ def fmt_ratio(cell: dict[str, float]) -> str:
 
 
 def verdict_text(name: str, checks: dict[str, Any],
-                 from_layers: Optional[dict[str, float]] = None) -> str:
+                 from_parts: Optional[dict[str, float]] = None) -> str:
     parts = []
     for kind, short in (("train", "train"), ("translate", "transl")):
         if kind in checks:
             c = checks[kind]
             mark = "" if c["conclusive"] else "*"
             text = f"{short} <= {c['limit']:.2f} {'PASS' if c['pass'] else 'FAIL'}{mark}"
-            if from_layers is not None and not c["pass"] and from_layers[kind] <= c["limit"]:
-                text += " (layers PASS)"
+            if from_parts is not None and not c["pass"] and from_parts[kind] <= c["limit"]:
+                text += " (parts PASS)"
             parts.append(text)
     mem = checks.get("memory")
     if mem is not None and (not mem["pass"] or mem["expected_quadratic"]):
@@ -888,7 +976,7 @@ def markdown_table(result: dict[str, Any]) -> str:
         f"noise-control row times a second, identical stock model the same way.",
         "",
         "| encoding | train | forward | translate | peak mem train / fwd / transl | "
-        "largest tensor / (B H len^2 d_h) | from layers: train / transl | target |",
+        "largest tensor / (B H len^2 d_h) | from parts: train / transl | target |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, row in s["models"].items():
@@ -899,20 +987,85 @@ def markdown_table(result: dict[str, Any]) -> str:
         flag = (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
                 if row["quadratic_dh"] else f"{rel:.3f}")
         label = f"{STOCK} (2nd copy: noise control)" if name == CONTROL else name
-        layers = row.get("from_layers")
-        layers_text = ("-" if layers is None
-                       else " / ".join(f"{layers[k]:.3f}" for k in LAYER_KINDS))
+        parts = row.get("from_parts")
+        parts_text = ("-" if parts is None
+                      else " / ".join(f"{parts[k]:.3f}" for k in LAYER_KINDS))
         lines.append(f"| {label} | {fmt_ratio(row['train'])} | {fmt_ratio(row['forward'])} | "
-                     f"{fmt_ratio(row['translate'])} | {peak} | {flag} | {layers_text} | "
-                     f"{verdict_text(name, row['verdict'], layers)} |")
+                     f"{fmt_ratio(row['translate'])} | {peak} | {flag} | {parts_text} | "
+                     f"{verdict_text(name, row['verdict'], parts)} |")
+    return "\n".join(lines)
+
+
+def summary_markdown(doc: dict[str, Any]) -> str:
+    """One row per encoding over every size and length: its targets, the model ratio its
+    measured parts account for (the worst configuration), the verdict, the range of the
+    directly measured model medians, and the layer and rest ratios per length."""
+    results, layer_results = doc["results"], doc.get("layer_results", [])
+    rest_results = doc.get("rest_results", [])
+    if not results:
+        return ""
+    n = len(results)
+    columns = ([f"layers, len {r['length']}: train; transl" for r in layer_results]
+               + [f"rest, len {r['length']}: train / transl" for r in rest_results])
+    lines = [
+        "### Summary over the configurations",
+        "",
+        f"*from parts*: the largest over the {n} configurations; *measured*: the range of "
+        f"the {n} model-level medians; *layers*: first / later self-attention layers' "
+        "ratios; *rest*: the 0-layer model's. Verdicts use *from parts* (the parts it "
+        "counts in brackets) where every configuration has it, else the measured medians "
+        "(`*`: some repetitions on the other side of the limit).",
+        "",
+        "| encoding | target: train / transl | from parts: train / transl | verdict | "
+        "measured: train | measured: transl |" + "".join(f" {c} |" for c in columns),
+        "|---|---|---|---|---|---|" + "---|" * len(columns),
+    ]
+    names = [CONTROL, *sorted(doc["encodings"], key=lambda e: (e not in TARGETS, e))]
+    for name in names:
+        rows = [r["summary"]["models"][name] for r in results]
+        limits = TARGETS.get(name)
+        from_parts = ([row["from_parts"] for row in rows]
+                      if all("from_parts" in row for row in rows) else None)
+        worst = (None if from_parts is None
+                 else {k: max(f[k] for f in from_parts) for k in LAYER_KINDS})
+        parts = (None if from_parts is None else
+                 " + ".join(dict.fromkeys(p for row in rows for p in row["from_parts_of"])))
+        verdicts = []
+        for kind, limit in zip(LAYER_KINDS, limits or ()):
+            short = "train" if kind == "train" else "transl"
+            if worst is not None:
+                ok = worst[kind] <= limit
+                verdicts.append(f"{short} {'PASS' if ok else 'FAIL'} ({parts})")
+                continue
+            checks = [row["verdict"][kind] for row in rows]
+            failed = [c for c in checks if not c["pass"]]
+            mark = "*" if failed and not any(c["conclusive"] for c in failed) else ""
+            verdicts.append(f"{short} {'FAIL' if failed else 'PASS'}{mark} "
+                            f"({n - len(failed)}/{n} medians)")
+        measured = [f"{min(row[k]['ratio'] for row in rows):.2f}-"
+                    f"{max(row[k]['ratio'] for row in rows):.2f}" for k in LAYER_KINDS]
+        layer_cells = []
+        for layer in layer_results:
+            row = layer["summary"]["models"].get(name)
+            layer_cells.append("stock layers" if row is None else "; ".join(
+                f"{row[k]['ratio']:.2f} / {row['later'][k]['ratio']:.2f}" for k in LAYER_KINDS))
+        for rest in rest_results:
+            row = rest["summary"]["models"][name]
+            layer_cells.append(" / ".join(f"{row[k]['ratio']:.3f}" for k in REST_KINDS))
+        label = f"{STOCK} (2nd copy: noise control)" if name == CONTROL else name
+        cells = [label,
+                 "-" if limits is None else f"{limits[0]:.2f} / {limits[1]:.2f}",
+                 "-" if worst is None else f"{worst['train']:.3f} / {worst['translate']:.3f}",
+                 "; ".join(verdicts) or "- (no target)", *measured, *layer_cells]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def failures(results: Sequence[dict[str, Any]],
              layer_results: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """Model-level targets not met, each with the ratio its self-attention layers account
-    for (:func:`attach_layer_estimates`); without model-level results, the layer ratios
-    that do not show a target by themselves."""
+    """Model-level targets not met, each with the ratio its measured parts account for
+    (:func:`attach_part_estimates`); without model-level results, the layer ratios that
+    do not show a target by themselves."""
     out = []
     if not results:
         for r in layer_results:
@@ -934,50 +1087,77 @@ def failures(results: Sequence[dict[str, Any]],
                             else "expected len x len x d_h tensor not seen")
                     out.append(f"{where} {name} memory: {what} {c['quadratic_in']}")
                     continue
-                layers = row.get("from_layers", {}).get(kind)
+                parts = row.get("from_parts", {}).get(kind)
                 out.append(f"{where} {name} {kind}: {c['ratio']:.3f} > {c['limit']:.2f} "
                            f"(+{100 * (c['ratio'] / c['limit'] - 1):.1f}% over"
                            + ("" if c["conclusive"] else
                               ", inconclusive: some repetitions within the limit") + ")"
-                           + ("" if layers is None else
-                              f"; from its self-attention layers: {layers:.3f}, "
+                           + ("" if parts is None else
+                              f"; from its parts ({' + '.join(row['from_parts_of'])}): "
+                              f"{parts:.3f}, "
                               + ("within the limit, so the target holds"
-                                 if layers <= c["limit"] else "over the limit too")))
+                                 if parts <= c["limit"] else "over the limit too")))
     return out
 
 
-def attach_layer_estimates(results: Sequence[dict[str, Any]],
-                           layer_results: Sequence[dict[str, Any]]) -> None:
-    """The model-level ratio that the self-attention layers account for.
+def attach_part_estimates(results: Sequence[dict[str, Any]],
+                          layer_results: Sequence[dict[str, Any]],
+                          rest_results: Sequence[dict[str, Any]] = ()) -> None:
+    """The model-level ratio that the measured parts account for.
 
-    A model differs from stock only in its ``L`` encoder and ``L`` decoder self-attention
-    layers, and layers 2..L of a stack all do the second layer's work, so a call's extra
-    time is the first layers' plus ``L - 1`` times the second layers':
-    ``ratio = 1 + ((r_1 - 1) S_1 + (L - 1)(r_2 - 1) S_2) / t_model`` with the first and
-    later layers' ratios ``r_1``, ``r_2`` (:func:`later_layer_cell`), stock's median layer
-    times ``S_1``, ``S_2`` (first and second encoder + decoder self-attention layers, the
-    same batch) and model time ``t_model``. Stored per model row as ``from_layers`` (at
-    least 1) and per result the stock share ``(S_1 + (L - 1) S_2) / t_model`` as
-    ``self_attention_share``."""
-    by_length = {r["length"]: r for r in layer_results}
+    A model is its ``L`` encoder and ``L`` decoder layers plus the rest (timed as the 0-layer
+    model), and within the layers it differs from stock only in self-attention, where layers
+    2..L of a stack all do the second layer's work. So a call's extra time is the rest's,
+    the first self-attention layers', and ``L - 1`` times the second ones':
+    ``ratio = 1 + ((r_0 - 1) S_0 + (r_1 - 1) S_1 + (L - 1)(r_2 - 1) S_2) / t_model`` with
+    the ratios ``r`` of the rest, the first and the later self-attention layers
+    (:func:`later_layer_cell`), stock's median times ``S`` of the same parts (encoder +
+    decoder, the same batches) and model time ``t_model``. Input encodings keep stock's
+    layers (no layer term); a part not timed (``--level``) is left out, and a model whose
+    own layers were not timed gets no estimate. Stored per model row as ``from_parts``,
+    with the parts used as ``from_parts_of``; per result, stock's shares of self-attention
+    ``(S_1 + (L - 1) S_2) / t_model`` and of the rest ``S_0 / t_model``."""
+    layers_at = {r["length"]: r for r in layer_results}
+    rest_at = {r["length"]: r for r in rest_results}
     for r in results:
-        layer = by_length.get(r["length"])
-        if layer is None:
-            continue
+        layer, rest = layers_at.get(r["length"]), rest_at.get(r["length"])
         n_layers = r["model"]["layers"]
-        stock = layer["summary"]["stock_seconds"]
-        first = {kind: stock[kind] for kind in LAYER_KINDS}
-        later = {kind: stock[f"{kind}_2"] - stock[kind] for kind in LAYER_KINDS}
         t_model = r["summary"]["stock_seconds"]
-        r["summary"]["self_attention_share"] = {
-            kind: (first[kind] + (n_layers - 1) * later[kind]) / t_model[kind]
-            for kind in LAYER_KINDS}
-        for name, row in layer["summary"]["models"].items():
-            r["summary"]["models"][name]["from_layers"] = {
-                kind: 1 + max(0.0, (row[kind]["ratio"] - 1) * first[kind]
-                              + (n_layers - 1) * (row["later"][kind]["ratio"] - 1)
-                              * later[kind]) / t_model[kind]
+        first = later = None
+        if layer is not None:
+            stock = layer["summary"]["stock_seconds"]
+            first = {kind: stock[kind] for kind in LAYER_KINDS}
+            later = {kind: stock[f"{kind}_2"] - stock[kind] for kind in LAYER_KINDS}
+            r["summary"]["self_attention_share"] = {
+                kind: (first[kind] + (n_layers - 1) * later[kind]) / t_model[kind]
                 for kind in LAYER_KINDS}
+        if rest is not None:
+            r["summary"]["rest_share"] = {
+                kind: rest["summary"]["stock_seconds"][kind] / t_model[kind]
+                for kind in REST_KINDS}
+        for name, row in r["summary"]["models"].items():
+            if name == STOCK:
+                continue
+            own_layers = name == CONTROL or not ENCODINGS[name].at_input
+            layer_row = None if layer is None else layer["summary"]["models"].get(name)
+            rest_row = None if rest is None else rest["summary"]["models"].get(name)
+            if (own_layers and layer_row is None) or (layer_row is None and rest_row is None):
+                continue
+            extra = {kind: 0.0 for kind in LAYER_KINDS}
+            parts = []
+            if layer_row is not None:
+                parts.append("layers")
+                for kind in LAYER_KINDS:
+                    extra[kind] += ((layer_row[kind]["ratio"] - 1) * first[kind]
+                                    + (n_layers - 1) * (layer_row["later"][kind]["ratio"] - 1)
+                                    * later[kind])
+            if rest_row is not None:
+                parts.append("rest")
+                for kind in REST_KINDS:
+                    extra[kind] += ((rest_row[kind]["ratio"] - 1)
+                                    * rest["summary"]["stock_seconds"][kind])
+            row["from_parts"] = {kind: 1 + extra[kind] / t_model[kind] for kind in LAYER_KINDS}
+            row["from_parts_of"] = parts
 
 
 # --- machine ---------------------------------------------------------------------------
@@ -1069,6 +1249,7 @@ def run(
     quick: bool = False,
     levels: Sequence[str] = LEVELS,
     layer_reps: Optional[int] = None,
+    rest_reps: Optional[int] = None,
     out_md: Optional[str] = None,
     out_json: Optional[str] = None,
     command: Optional[Sequence[str]] = None,
@@ -1107,7 +1288,8 @@ def run(
                reps=reps or defaults["reps"],
                stock_every=stock_every or defaults["stock_every"],
                beam=beam or defaults["beam"], vocab=vocab or defaults["vocab"], seed=seed,
-               layer_reps=layer_reps or defaults["layer_reps"])
+               layer_reps=layer_reps or defaults["layer_reps"],
+               rest_reps=rest_reps or defaults["rest_reps"])
         for size in sizes for length in lengths]
     unknown_levels = [x for x in levels if x not in LEVELS]
     if unknown_levels or not levels:
@@ -1115,7 +1297,7 @@ def run(
 
     started = time.time()
     info = machine_info(dev, threads)
-    results, layer_results = [], []
+    results, layer_results, rest_results = [], [], []
     with torch_threads(threads), warnings.catch_warnings():
         # stock fairseq passes a bool padding mask with a float causal mask
         warnings.filterwarnings("ignore", message="Support for mismatched key_padding_mask")
@@ -1129,9 +1311,15 @@ def run(
                 cfg = next(c for c in configs if c.length == length)
                 layer_results.append(run_layer_config(cfg, encodings, dev, log))
                 log(layer_markdown_table(layer_results[-1]))
+        if "rest" in levels:
+            # with 0 layers every size is the same model: once per length
+            for length in lengths:
+                cfg = next(c for c in configs if c.length == length)
+                rest_results.append(run_rest_config(cfg, encodings, dev, log))
+                log(rest_markdown_table(rest_results[-1]))
     with contextlib.suppress(OSError):
         info["load_average_end"] = os.getloadavg()
-    attach_layer_estimates(results, layer_results)
+    attach_part_estimates(results, layer_results, rest_results)
     doc = {
         "command": list(command) if command is not None else None,
         "machine": info,
@@ -1141,6 +1329,7 @@ def run(
         "levels": list(levels),
         "results": results,
         "layer_results": layer_results,
+        "rest_results": rest_results,
         "failures": failures(results, layer_results),
     }
     md = markdown_document(doc)
@@ -1169,18 +1358,22 @@ def markdown_document(doc: dict[str, Any]) -> str:
         "over stock's. Largest tensor: the largest activation over `B * H * len^2 * d_h` "
         "(>= 1: a len x len x d_h tensor per head and sentence). Target verdicts use the "
         "median; `*`: the repetitions fall on both sides of the limit (not conclusive). "
-        "Self-attention layer tables: the first encoder and decoder self-attention layer of "
-        "each model, and the first two in a row, against stock fairseq's, with many more "
-        "repetitions. The models are otherwise identical and layers 2..L of a stack do the "
-        "second layer's work, so a model's ratio is `1 + ((r_1 - 1) S_1 + (L - 1)(r_2 - 1) "
-        "S_2) / t_model` (first and later layers' ratios `r`, stock's layer times `S` and "
-        "model time `t_model`, `L` layers per stack): the *from layers* column, resolved to "
-        "about a percent where the direct model ratio is not; *(layers PASS)*: the target "
-        "holds by it.",
+        "Parts, each timed against stock's with many more repetitions: the first encoder "
+        "and decoder self-attention layer of each model and the first two in a row (layer "
+        "tables), and the model with 0 layers (rest tables). A model is its layers and the "
+        "rest, its layers differ from stock's only in self-attention, and layers 2..L of a "
+        "stack do the second layer's work, so its ratio is `1 + ((r_0 - 1) S_0 + (r_1 - 1) "
+        "S_1 + (L - 1)(r_2 - 1) S_2) / t_model` (the rest's, first and later layers' ratios "
+        "`r`, stock's times `S` of those parts and `t_model` of the model, `L` layers per "
+        "stack): the *from parts* column, resolved to about a percent where the direct "
+        "model ratio is not; *(parts PASS)*: the target holds by it.",
         "",
     ]
-    body = "\n\n".join([markdown_table(r) for r in doc["results"]]
-                       + [layer_markdown_table(r) for r in doc.get("layer_results", [])])
+    summary = summary_markdown(doc)
+    body = "\n\n".join(([summary] if summary else [])
+                       + [markdown_table(r) for r in doc["results"]]
+                       + [layer_markdown_table(r) for r in doc.get("layer_results", [])]
+                       + [rest_markdown_table(r) for r in doc.get("rest_results", [])])
     fails = doc["failures"]
     tail = ["", "", "**Targets failed:** " + ("none" if not fails else "")]
     tail += [f"- {f}" for f in fails]
@@ -1209,23 +1402,32 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--threads", type=int, help="torch threads (default: all usable cores)")
     parser.add_argument("--device", help="cpu or cuda[:N] (default: cuda if available)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--level", choices=[*LEVELS, "both"], default="both",
-                        help="time whole models, their first self-attention layers, or both "
-                             "(default)")
+    parser.add_argument("--level", nargs="+", choices=[*LEVELS, "all"], default=["all"],
+                        help="time whole models (model), their first self-attention layers "
+                             "(layer), the models with 0 layers (rest), or all (default)")
     parser.add_argument("--layer-reps", type=int,
                         help="repetitions of the layer-level timings (default 30)")
+    parser.add_argument("--rest-reps", type=int,
+                        help="repetitions of the rest-level timings (default 20)")
     parser.add_argument("--quick", action="store_true",
                         help="CI smoke run: tiny model, length 12, 2 repetitions, "
                              "sinusoidal, diet_rel, huang3")
     parser.add_argument("--out-md", default=os.path.join(ROOT, "runs", "benchmark.md"))
     parser.add_argument("--out-json", default=os.path.join(ROOT, "runs", "benchmark.json"))
+    parser.add_argument("--render", metavar="JSON",
+                        help="time nothing: print the Markdown report of an earlier run's "
+                             "--out-json file, laid out by this version of the script")
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            print(markdown_document(json.load(f)))
+        return
     doc = run(encodings=args.encodings, sizes=args.sizes, lengths=args.lengths, reps=args.reps,
               stock_every=args.stock_every, batch=args.batch, translate_sentences=args.translate_sentences,
               vocab=args.vocab, beam=args.beam, threads=args.threads, device=args.device,
               seed=args.seed, quick=args.quick, out_md=args.out_md, out_json=args.out_json,
-              levels=LEVELS if args.level == "both" else (args.level,),
-              layer_reps=args.layer_reps,
+              levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
+              layer_reps=args.layer_reps, rest_reps=args.rest_reps,
               command=[os.path.basename(sys.executable), *sys.argv] if argv is None
               else ["benchmark.py", *argv])
     print(doc["markdown"])

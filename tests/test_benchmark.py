@@ -87,8 +87,9 @@ def test_markdown_table(quick):
     assert md.strip() == doc["markdown"].strip()
     lines = md.splitlines()
     header = [i for i, line in enumerate(lines) if line.startswith("| encoding |")]
-    assert len(header) == 2  # one size x one length: the models, then their layers
-    rows = [line for line in lines[header[0] + 2: header[1]] if line.startswith("| ")]
+    # the summary; one size x one length: the models, their layers, the rest
+    assert len(header) == 4
+    rows = [line for line in lines[header[1] + 2: header[2]] if line.startswith("| ")]
     assert [r.split("|")[1].strip() for r in rows] == ["stock (2nd copy: noise control)",
                                                        *ENCODINGS]
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
@@ -96,14 +97,54 @@ def test_markdown_table(quick):
     assert "len x len x d_h" in cells["huang3"][4] and "memory PASS" in cells["huang3"][6]
     assert "len x len x d_h" not in cells["diet_rel"][4]
     assert cells["stock (2nd copy: noise control)"][6] == "- (no target)"
-    # bound from the layers: attention-level encodings only (input ones keep stock layers)
-    layers = doc["results"][0]["summary"]["models"]["diet_rel"]["from_layers"]
-    assert cells["diet_rel"][5] == f"{layers['train']:.3f} / {layers['translate']:.3f}"
-    assert cells["sinusoidal"][5] == "-"
+    # from the parts: layers and rest, or the rest alone (input encodings keep stock layers)
+    models = doc["results"][0]["summary"]["models"]
+    for name, parts in (("diet_rel", ["layers", "rest"]), ("sinusoidal", ["rest"])):
+        estimate = models[name]["from_parts"]
+        assert cells[name][5] == f"{estimate['train']:.3f} / {estimate['translate']:.3f}"
+        assert models[name]["from_parts_of"] == parts
     # targets: PASS/FAIL against the issue's limits
     assert "train <= 1.03" in cells["sinusoidal"][6] and "transl <= 1.03" in cells["sinusoidal"][6]
     assert "train <= 1.05" in cells["diet_rel"][6]
     assert "Targets failed" in md and "Command: `" in md
+
+
+def test_summary_over_configurations(quick, tmp_path, capsys):
+    """The summary's one configuration: its from-layers ratios, verdicts by them for
+    attention-level encodings and by the medians for input encodings; --render prints
+    the same report from the JSON."""
+    md, doc = quick
+    lines = md.splitlines()
+    start = lines.index("### Summary over the configurations")
+    header = next(i for i in range(start, len(lines)) if lines[i].startswith("| encoding |"))
+    assert "layers, len 12: train; transl | rest, len 12: train / transl |" in lines[header]
+    rows = {}
+    for line in lines[header + 2:]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        rows[cells[0]] = cells
+    assert list(rows) == ["stock (2nd copy: noise control)", "diet_rel", "sinusoidal", "huang3"]
+    [result] = doc["results"]
+    models = result["summary"]["models"]
+    for name, limit, parts in (("diet_rel", 1.05, "layers + rest"), ("sinusoidal", 1.03, "rest")):
+        estimate = models[name]["from_parts"]
+        assert rows[name][1] == f"{limit:.2f} / {limit:.2f}"
+        assert rows[name][2] == f"{estimate['train']:.3f} / {estimate['translate']:.3f}"
+        assert rows[name][3] == "; ".join(
+            f"{short} {'PASS' if estimate[kind] <= limit else 'FAIL'} ({parts})"
+            for kind, short in (("train", "train"), ("translate", "transl")))
+    train = models["sinusoidal"]["train"]["ratio"]
+    assert rows["sinusoidal"][4] == f"{train:.2f}-{train:.2f}"
+    assert rows["sinusoidal"][6] == "stock layers"
+    rest = doc["rest_results"][0]["summary"]["models"]["sinusoidal"]
+    assert rows["sinusoidal"][7] == f"{rest['train']['ratio']:.3f} / {rest['translate']['ratio']:.3f}"
+    later = doc["layer_results"][0]["summary"]["models"]["huang3"]["later"]["train"]["ratio"]
+    assert rows["huang3"][3] == "- (no target)" and f" / {later:.2f};" in rows["huang3"][6]
+    js = tmp_path / "doc.json"
+    js.write_text(json.dumps(doc))
+    benchmark.main(["--render", str(js)])
+    assert capsys.readouterr().out.strip() == md.strip()
 
 
 def test_tracker_counts_new_storages_until_freed():
@@ -195,17 +236,19 @@ def test_later_layer_ratio_from_the_first_and_first_two():
         pytest.approx(1.0))
 
 
-def test_failures_report_what_the_layers_show():
+def test_failures_report_what_the_parts_show():
     def model_result(ratio, layers=None):
         check = {"limit": 1.05, "ratio": ratio, "pass": ratio <= 1.05, "conclusive": False}
         row = {"verdict": {"train": check}}
         if layers is not None:
-            row["from_layers"] = {"train": layers, "translate": 1.0}
+            row["from_parts"] = {"train": layers, "translate": 1.0}
+            row["from_parts_of"] = ["layers", "rest"]
         return {"size": "small", "length": 30, "summary": {"models": {"t5": row}}}
 
     [line] = benchmark.failures([model_result(1.08, layers=1.02)])
     assert line.startswith("small/len30 t5 train: 1.080 > 1.05")
-    assert "inconclusive" in line and "layers: 1.020, within the limit, so the target holds" in line
+    assert "inconclusive" in line
+    assert "parts (layers + rest): 1.020, within the limit, so the target holds" in line
     [line] = benchmark.failures([model_result(1.08, layers=1.09)])
     assert line.endswith("1.090, over the limit too")
     [line] = benchmark.failures([model_result(1.08)])
@@ -218,11 +261,11 @@ def test_failures_report_what_the_layers_show():
     assert line.startswith("len30 t5 train: layer-level ratio 1.090 > 1.05")
 
 
-def test_model_ratio_from_first_and_later_layers():
-    """ratio = 1 + ((r_1 - 1) S_1 + (L - 1)(r_2 - 1) S_2) / t_model, per kind."""
+def test_model_ratio_from_the_parts():
+    """ratio = 1 + ((r_0 - 1) S_0 + (r_1 - 1) S_1 + (L - 1)(r_2 - 1) S_2) / t_model."""
     model = {"length": 30, "model": {"layers": 4}, "summary": {
         "stock_seconds": {"train": 0.4, "forward": 0.1, "translate": 1.0},
-        "models": {"t5": {}, "stock_copy": {}}}}
+        "models": {"t5": {}, "stock_copy": {}, "learned": {}, "rope": {}}}}
     layer = {"length": 30, "summary": {
         # first layers 20 ms and 50 ms; the second ones 18 ms and 45 ms
         "stock_seconds": {"train": 0.020, "translate": 0.050, "train_2": 0.038,
@@ -232,13 +275,59 @@ def test_model_ratio_from_first_and_later_layers():
                    "stock_copy": {"train": {"ratio": 0.97}, "translate": {"ratio": 1.0},
                                   "later": {"train": {"ratio": 0.99},
                                             "translate": {"ratio": 1.0}}}}}}
-    benchmark.attach_layer_estimates([model], [layer])
-    share = model["summary"]["self_attention_share"]
-    assert share == pytest.approx({"train": (0.020 + 3 * 0.018) / 0.4,
-                                   "translate": (0.050 + 3 * 0.045) / 1.0})
-    # t5 train: 8 ms more in the first layers, 0.9 ms in each of the 3 later ones
-    layers = model["summary"]["models"]["t5"]["from_layers"]
-    assert layers == pytest.approx({"train": 1 + (0.008 + 3 * 0.0009) / 0.4,
-                                    "translate": 1 + (0.010 + 3 * 0.0045) / 1.0})
-    # layers faster than stock account for a ratio of 1, not below
-    assert model["summary"]["models"]["stock_copy"]["from_layers"]["train"] == 1.0
+    # the 0-layer models: 100 ms and 300 ms for stock
+    rest = {"length": 30, "summary": {
+        "stock_seconds": {"train": 0.100, "translate": 0.300},
+        "models": {name: {"train": {"ratio": r_train}, "translate": {"ratio": r_transl}}
+                   for name, r_train, r_transl in (("t5", 0.98, 1.02), ("stock_copy", 1.0, 1.0),
+                                                   ("learned", 1.04, 1.01),
+                                                   ("rope", 1.0, 1.0))}}}
+    benchmark.attach_part_estimates([model], [layer], [rest])
+    summary = model["summary"]
+    assert summary["self_attention_share"] == pytest.approx(
+        {"train": (0.020 + 3 * 0.018) / 0.4, "translate": (0.050 + 3 * 0.045) / 1.0})
+    assert summary["rest_share"] == pytest.approx({"train": 0.25, "translate": 0.3})
+    # t5 train: 8 ms more in the first layers, 0.9 ms in each of the 3 later ones, 2 ms
+    # less in the rest; translate: 10 ms, 4.5 ms each, 6 ms more
+    rows = summary["models"]
+    assert rows["t5"]["from_parts"] == pytest.approx(
+        {"train": 1 + (0.008 + 3 * 0.0009 - 0.002) / 0.4,
+         "translate": 1 + (0.010 + 3 * 0.0045 + 0.006) / 1.0})
+    assert rows["t5"]["from_parts_of"] == ["layers", "rest"]
+    # an input encoding keeps stock's layers: the rest is its whole difference
+    assert rows["learned"]["from_parts"] == pytest.approx(
+        {"train": 1 + 0.004 / 0.4, "translate": 1 + 0.003 / 1.0})
+    assert rows["learned"]["from_parts_of"] == ["rest"]
+    # own layers not timed: no estimate; layers faster than stock count as they are
+    assert "from_parts" not in rows["rope"]
+    assert rows["stock_copy"]["from_parts"]["train"] == pytest.approx(
+        1 + (-0.03 * 0.020 - 3 * 0.01 * 0.018) / 0.4)
+    # without the rest level: the layers alone
+    model["summary"]["models"] = {"t5": {}}
+    benchmark.attach_part_estimates([model], [layer])
+    assert model["summary"]["models"]["t5"]["from_parts"]["train"] == pytest.approx(
+        1 + (0.008 + 3 * 0.0009) / 0.4)
+
+
+def test_rest_level_times_the_models_without_layers(quick):
+    md, doc = quick
+    [rest] = doc["rest_results"]
+    assert rest["level"] == "rest" and rest["length"] == 12 and rest["reps"] == 2
+    rows = rest["summary"]["models"]
+    assert list(rows) == ["stock_copy", *ENCODINGS]  # input encodings too
+    for name, row in rows.items():
+        for kind in benchmark.REST_KINDS:
+            assert row[kind]["min"] <= row[kind]["ratio"] <= row[kind]["max"]
+            assert len(rest["ratios"][name][kind]) == 2
+    assert "### Everything but the layers (32 wide, 0 layers), length 12" in md
+
+
+@pytest.mark.parametrize("name", ["stock", "sinusoidal", "t5", "tupe_a"])
+def test_models_build_and_run_with_zero_layers(name):
+    d = benchmark.shared_dictionary(64)
+    model = benchmark.build_model(name, "tiny", d, 1, torch.device("cpu"), layers=0)
+    assert len(model.encoder.layers) == 0 == len(model.decoder.layers)
+    batch = benchmark.make_batch(d, 2, 8, 1, torch.device("cpu"))
+    generator = benchmark.make_generator(model, d, 2, 8)
+    [hyps, _] = benchmark.translate(model, generator, batch)
+    assert hyps[0]["tokens"].numel() == 9
