@@ -4,7 +4,7 @@
     python scripts/benchmark.py                       # the full run (CPU here: see below)
     python scripts/benchmark.py --quick               # CI smoke run, a few seconds
     python scripts/benchmark.py --encodings t5 shaw --sizes small --lengths 30 --reps 3
-    python scripts/benchmark.py --level layer         # self-attention layers only, ~10 min
+    python scripts/benchmark.py --level layer rest    # the parts only, ~25 min
     python scripts/benchmark.py --render runs/benchmark.json   # a run's report again
 
 For every size x source length, all models are built in one process: stock fairseq
@@ -37,22 +37,28 @@ the min-max range is a 94% confidence interval of the median).
 Python's garbage collector is off inside the timed calls (the models' objects are frozen
 out of its generations; collections run between the calls).
 
-Self-attention layers (``--level layer``; both levels by default): the models differ from
-stock only in their self-attention layers, so an encoding's model-level overhead is at most
-its layers' -- ``(A_enc + R) / (A_stock + R) <= A_enc / A_stock`` for self-attention time
-``A`` and an identical rest ``R``. The first encoder self-attention layer of each model
-(forward + backward on the same padded batch, dropout on) and its first decoder
-self-attention layer (``length + 1`` incremental steps over ``sentences x beam`` rows, as
-beam search runs it) are timed against stock fairseq's ``MultiheadAttention``, the same
-way, each between two stock calls, with ``--layer-reps`` (30) repetitions: calls of
-milliseconds, so the ratio is resolved to about a percent where a whole model's is lost in
-the machine's noise. The same is timed for the first two layers of each stack in a row:
-the first layer also computes the position terms that a stack shares (TUPE's ``p U_Q``,
-``p U_K`` and their product; a bias table), layers 2..L only read them, so the second
-layer's extra time is what each later layer adds. From both and stock's times, the report
-gives the model-level ratio that the self-attention layers account for, and says, when a
-model-level target is not met, whether that ratio meets it. Input encodings keep stock
-layers and are skipped.
+The parts (``--level layer rest``; all levels by default). Whole-model ratios on a noisy
+machine cannot resolve a few percent, so the parts in which a model can differ from stock
+are timed by themselves, with many more repetitions:
+
+* ``layer``: the first encoder self-attention layer of each model (forward + backward on
+  the same padded batch, dropout on) and its first decoder self-attention layer
+  (``length + 1`` incremental steps over ``sentences x beam`` rows, as beam search runs
+  it), against stock fairseq's ``MultiheadAttention``, each between two stock calls,
+  ``--layer-reps`` (30) times: calls of milliseconds, resolved to about a percent. The
+  same for the first two layers of each stack in a row: the first layer also computes
+  the terms a stack shares (TUPE's ``p U_Q``, ``p U_K`` and their product; a bias
+  table), layers 2..L only read them, so the second layer's extra time is what each
+  later layer adds. Input encodings keep stock layers and are skipped.
+* ``rest``: the same models built with 0 layers per stack (embeddings, fairseq's input
+  positions where kept, the stacks' own code, output projection, loss, Adam, beam search),
+  ``--rest-reps`` (20) times, every model including the input encodings.
+
+A model is its layers and the rest, and its layers differ from stock's only in
+self-attention, so its ratio is ``1 + ((r_0 - 1) S_0 + (r_1 - 1) S_1 + (L - 1)(r_2 - 1)
+S_2) / t_model`` (the rest's, the first and the later self-attention layers' ratios
+``r``, stock's times ``S`` of those parts, ``t_model`` of the whole model): the report's
+*from parts* ratio, which decides a target where the direct model ratio cannot.
 
 Memory, per call kind, measured once per model outside the timed calls: the peak of live
 bytes allocated during the call (CUDA: ``torch.cuda.max_memory_allocated`` after a reset,
@@ -75,10 +81,15 @@ Targets (ratio to stock, median over repetitions, train and translate): ``sinuso
 1.10; ``rope`` <= 1.05. Memory: no encoding but ``huang3`` builds a ``len x len x d_h``
 tensor. Other encodings get ratios and no verdict.
 
-Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 48.2 min wall
-(2026-11-22; small/30 6 min, small/120 15 min, base/30 8 min, base/120 15 min, the layer
-level 4 min), peak RSS about 7 GB (22 base models). ``--level layer`` alone: about 5 min. The
-latest table is in README.md and ``docs/benchmark-cpu.md``.
+Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 62.6 min wall
+(2026-11-22; small/30 5 min, small/120 13 min, base/30 6 min, base/120 15 min, the layer
+level 12 min, the rest level 12 min), peak RSS about 7 GB (22 base models). ``--level
+layer`` alone: about 12 min. The latest table is in README.md and ``docs/benchmark-cpu.md``.
+
+Not in the parts: the optimizer step over an encoding's own parameters (the layer level
+runs no optimizer; the 0-layer models have no encoding). On this CPU, Adam over the 2.1M
+parameters of ``tupe_a``, ``tupe_r`` or ``diet_abs`` takes 11-12 ms, 1.6-2.7% of a
+training step here; over ``shaw``'s or ``diet_rel``'s, 1.3-1.7 ms.
 """
 
 from __future__ import annotations
@@ -152,7 +163,7 @@ LEVELS = ("model", "layer", "rest")
 #: The calls timed at the rest level (forward is a part of train).
 REST_KINDS = ("train", "translate")
 
-#: Defaults of the full run: ~25 min on 2 idle CPU cores (see the module docstring).
+#: Defaults of the full run (its time on the build VM: see the module docstring).
 DEFAULTS = {
     "sizes": ["small", "base"],
     "lengths": [30, 120],
