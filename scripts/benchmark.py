@@ -536,6 +536,21 @@ def interleave(
     return times, ratios
 
 
+def warm_up_and_interleave(
+    timed_names: Sequence[str], kinds: Sequence[str], call: Callable[[str, str], float],
+    reps: int, stock_every: int, seed: int, log: Callable[[str], None], label: str,
+):
+    """One untimed call of every name and kind, then :func:`interleave`, logging the
+    repetitions at half-way and at the end (the parts' calls are many and short)."""
+    for name in [STOCK, *timed_names]:
+        for kind in kinds:
+            call(name, kind)
+    return interleave(
+        timed_names, kinds, call, reps, stock_every, seed,
+        lambda rep, seconds: rep + 1 in (reps // 2, reps) and log(
+            f"[{label}] repetition {rep + 1}/{reps} {seconds:.1f}s"))
+
+
 def model_call(m: ModelUnderTest, kind: str, batch: Batch, sources: Batch, pad: int,
                seed: int, device: torch.device) -> float:
     """Seconds of one ``train`` step (a fresh Adam, its state allocated untimed),
@@ -735,13 +750,8 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
             return seconds
         return timed(lambda: translate_layers(encoder_attn, decoder_attn), device)
 
-    for name in layers:  # warm-up
-        for kind in LAYER_CALLS:
-            call(name, kind)
-    times, ratios = interleave(
-        timed_names, LAYER_CALLS, call, cfg.layer_reps, 1, cfg.seed,
-        lambda rep, seconds: rep + 1 in (cfg.layer_reps // 2, cfg.layer_reps) and log(
-            f"[layer/len{cfg.length}] repetition {rep + 1}/{cfg.layer_reps} {seconds:.1f}s"))
+    times, ratios = warm_up_and_interleave(timed_names, LAYER_CALLS, call, cfg.layer_reps, 1,
+                                           cfg.seed, log, f"layer/len{cfg.length}")
     del layers
     stock_seconds = {k: median_seconds(times[STOCK][k]) for k in LAYER_CALLS}
     summary: dict[str, Any] = {"stock_seconds": stock_seconds, "models": {}}
@@ -807,13 +817,8 @@ def run_rest_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     def call(name: str, kind: str) -> float:
         return model_call(models[name], kind, batch, sources, pad, cfg.seed, device)
 
-    for name in models:  # warm-up
-        for kind in REST_KINDS:
-            call(name, kind)
-    times, ratios = interleave(
-        timed_names, REST_KINDS, call, cfg.rest_reps, 2, cfg.seed,
-        lambda rep, seconds: rep + 1 in (cfg.rest_reps // 2, cfg.rest_reps) and log(
-            f"[rest/len{cfg.length}] repetition {rep + 1}/{cfg.rest_reps} {seconds:.1f}s"))
+    times, ratios = warm_up_and_interleave(timed_names, REST_KINDS, call, cfg.rest_reps, 2,
+                                           cfg.seed, log, f"rest/len{cfg.length}")
     del models
     summary: dict[str, Any] = {
         "stock_seconds": {k: median_seconds(times[STOCK][k]) for k in REST_KINDS},
