@@ -6,6 +6,7 @@
     python scripts/benchmark.py --encodings t5 shaw --sizes small --lengths 30 --reps 3
     python scripts/benchmark.py --level layer rest    # the parts only, ~25 min
     python scripts/benchmark.py --render runs/benchmark.json   # a run's report again
+    python scripts/benchmark.py --encoding-adam       # Adam over each encoding's parameters
 
 For every size x source length, all models are built in one process: stock fairseq
 (its own args-based ``TransformerModel``, ``--arch transformer`` / ``transformer_wmt_en_de``,
@@ -87,9 +88,10 @@ level 12 min, the rest level 12 min), peak RSS about 7 GB (22 base models). ``--
 layer`` alone: about 12 min. The latest table is in README.md and ``docs/benchmark-cpu.md``.
 
 Not in the parts: the optimizer step over an encoding's own parameters (the layer level
-runs no optimizer; the 0-layer models have no encoding). On this CPU, Adam over the 2.1M
-parameters of ``tupe_a``, ``tupe_r`` or ``diet_abs`` takes 11-12 ms, 1.6-2.7% of a
-training step here; over ``shaw``'s or ``diet_rel``'s, 1.3-1.7 ms.
+runs no optimizer; the 0-layer models have no encoding). ``--encoding-adam`` times it
+apart: on this CPU, Adam over the 2.1M parameters of ``tupe_a`` or ``tupe_r`` took
+8.3-8.5 ms and over ``diet_abs``'s 11.3 ms (stock's whole step: 274 ms), 1.2-2.5% of a
+training step here; over ``shaw``'s or ``diet_rel``'s, 1.1-1.5 ms.
 """
 
 from __future__ import annotations
@@ -1012,6 +1014,35 @@ def markdown_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def encoding_adam_markdown(size: str, encodings: Sequence[str], device: torch.device,
+                           steps: int = 15) -> str:
+    """What the parts leave out: one Adam step over each encoding's own parameters (the
+    stacks' ``pos_encodings`` and ``segment_attention``), median of ``steps`` steps after
+    one untimed, beside stock's step over all its parameters."""
+    d = shared_dictionary(DEFAULTS["vocab"])
+
+    def adam_seconds(params: list) -> float:
+        if not params:
+            return 0.0
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        optimizer = torch.optim.Adam(params, lr=1e-5, betas=(0.9, 0.98), eps=1e-8)
+        optimizer.step()
+        return median([timed(optimizer.step, device) for _ in range(steps)])
+
+    stock = list(build_model(STOCK, size, d, 1, device).parameters())
+    lines = [f"Adam step of stock fairseq ({size}) over its {sum(p.numel() for p in stock) / 1e6:.2f}M "
+             f"parameters: {1000 * adam_seconds(stock):.1f} ms (median of {steps}).", "",
+             "| encoding | own parameters | Adam step over them |", "|---|---|---|"]
+    for name in encodings:
+        model = build_model(name, size, d, 1, device)
+        own = [p for n, p in model.named_parameters()
+               if ".pos_encodings." in f".{n}" or ".segment_attention." in f".{n}"]
+        lines.append(f"| {name} | {sum(p.numel() for p in own) / 1e6:.3f}M | "
+                     f"{1000 * adam_seconds(own):.2f} ms |")
+    return "\n".join(lines)
+
+
 def summary_markdown(doc: dict[str, Any]) -> str:
     """One row per encoding over every size and length: its targets, the model ratio its
     measured parts account for (the worst configuration), the verdict, the range of the
@@ -1430,10 +1461,20 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                              "sinusoidal, diet_rel, huang3")
     parser.add_argument("--out-md", default=os.path.join(ROOT, "runs", "benchmark.md"))
     parser.add_argument("--out-json", default=os.path.join(ROOT, "runs", "benchmark.json"))
+    parser.add_argument("--encoding-adam", action="store_true",
+                        help="time nothing else: an Adam step over each encoding's own "
+                             "parameters (not in the parts), at the first --sizes")
     parser.add_argument("--render", metavar="JSON",
                         help="time nothing: print the Markdown report of an earlier run's "
                              "--out-json file, laid out by this version of the script")
     args = parser.parse_args(argv)
+    if args.encoding_adam:
+        logging.getLogger("fairseq").setLevel(logging.WARNING)
+        device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        with torch_threads(args.threads or torch.get_num_threads()):
+            print(encoding_adam_markdown((args.sizes or ["base"])[0],
+                                         args.encodings or sorted(ENCODINGS), device))
+        return
     if args.render:
         with open(args.render) as f:
             print(markdown_document(json.load(f)))

@@ -331,3 +331,15 @@ def test_models_build_and_run_with_zero_layers(name):
     generator = benchmark.make_generator(model, d, 2, 8)
     [hyps, _] = benchmark.translate(model, generator, batch)
     assert hyps[0]["tokens"].numel() == 9
+
+
+def test_encoding_adam_counts_only_the_encodings_parameters(capsys):
+    benchmark.main(["--encoding-adam", "--sizes", "tiny", "--encodings", "tupe_a", "alibi",
+                    "--threads", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith("Adam step of stock fairseq (tiny) over its ")
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
+            for line in out.splitlines() if line.startswith("| ") and "encoding" not in line}
+    # tupe_a (tiny, 64 positions, 32 wide): per stack p 64x32, LayerNorm 2x32, U_Q, U_K 32x32+32
+    assert rows == {"tupe_a": f"{2 * (64 * 32 + 2 * 32 + 2 * (32 * 32 + 32)) / 1e6:.3f}M",
+                    "alibi": "0.000M"}
