@@ -295,15 +295,16 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
-    return torch.optim.Adam(model.parameters(), lr=1e-5, betas=(0.9, 0.98), eps=1e-8)
+def make_optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    return torch.optim.Adam(list(params), lr=1e-5, betas=(0.9, 0.98), eps=1e-8)
 
 
-def init_optimizer_state(model, optimizer: torch.optim.Optimizer) -> None:
+def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
     """Allocate Adam's state with a step on zero gradients (parameters stay unchanged):
     the first real step then runs as in steady-state training, at a fraction of the cost
     of an untimed warm-up training step."""
-    for p in model.parameters():
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for p in params:
         p.grad = torch.zeros_like(p)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
@@ -559,8 +560,8 @@ def model_call(m: ModelUnderTest, kind: str, batch: Batch, sources: Batch, pad: 
     ``forward`` or ``translate`` call."""
     if kind == "train":
         torch.manual_seed(seed)
-        optimizer = make_optimizer(m.model)
-        init_optimizer_state(m.model, optimizer)
+        optimizer = make_optimizer(m.model.parameters())
+        init_optimizer_state(optimizer)
         seconds = timed(lambda: train_step(m.model, optimizer, batch, pad), device)
         del optimizer
         m.model.zero_grad(set_to_none=True)
@@ -595,8 +596,8 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     t0 = time.perf_counter()
     for name in names:
         m = models[name]
-        optimizer = make_optimizer(m.model)
-        init_optimizer_state(m.model, optimizer)
+        optimizer = make_optimizer(m.model.parameters())
+        init_optimizer_state(optimizer)
         memory[name] = {
             "train": measure_memory(lambda: train_step(m.model, optimizer, batch, pad),
                                     device, m.param_shapes),
@@ -1024,10 +1025,10 @@ def encoding_adam_markdown(size: str, encodings: Sequence[str], device: torch.de
     def adam_seconds(params: list) -> float:
         if not params:
             return 0.0
+        optimizer = make_optimizer(params)
+        init_optimizer_state(optimizer)  # zero gradients: steps leave parameters unchanged
         for p in params:
             p.grad = torch.zeros_like(p)
-        optimizer = torch.optim.Adam(params, lr=1e-5, betas=(0.9, 0.98), eps=1e-8)
-        optimizer.step()
         return median([timed(optimizer.step, device) for _ in range(steps)])
 
     stock = list(build_model(STOCK, size, d, 1, device).parameters())
