@@ -42,10 +42,12 @@ The parts (``--level layer rest``; all levels by default). Whole-model ratios on
 machine cannot resolve a few percent, so the parts in which a model can differ from stock
 are timed by themselves, with many more repetitions:
 
-* ``layer``: the first encoder self-attention layer of each model (forward + backward on
-  the same padded batch, dropout on) and its first decoder self-attention layer
-  (``length + 1`` incremental steps over ``sentences x beam`` rows, as beam search runs
-  it), against stock fairseq's ``MultiheadAttention``, each between two stock calls,
+* ``layer``: the first encoder self-attention layer of each model and its first decoder
+  self-attention layer -- in training, forward + backward on the same padded batch
+  (dropout on) and an Adam step over the layers' parameters and their encoding's (state
+  allocated untimed); in translation, the encoder layer's forward and the decoder layer's
+  ``length + 1`` incremental steps over ``sentences x beam`` rows, as beam search runs
+  it -- against stock fairseq's ``MultiheadAttention``, each between two stock calls,
   ``--layer-reps`` (30) times: calls of milliseconds, resolved to about a percent. The
   same for the first two layers of each stack in a row: the first layer also computes
   the terms a stack shares (TUPE's ``p U_Q``, ``p U_K`` and their product; a bias
@@ -87,9 +89,9 @@ Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 62.6
 level 12 min, the rest level 12 min), peak RSS about 7 GB (22 base models). ``--level
 layer`` alone: about 12 min. The latest table is in README.md and ``docs/benchmark-cpu.md``.
 
-Not in the parts: the optimizer step over an encoding's own parameters (the layer level
-runs no optimizer; the 0-layer models have no encoding). ``--encoding-adam`` times it
-apart: on this CPU, Adam over the 2.1M parameters of ``tupe_a`` or ``tupe_r`` took
+The optimizer step over an encoding's own parameters is in the layer level's training
+call (a term a stack shares counts with its first layer). ``--encoding-adam`` times that
+step alone: on this CPU, Adam over the 2.1M parameters of ``tupe_a`` or ``tupe_r`` took
 8.3-8.5 ms and over ``diet_abs``'s 11.3 ms (stock's whole step: 274 ms), 1.2-2.5% of a
 training step here; over ``shaw``'s or ``diet_rel``'s, 1.1-1.5 ms.
 """
@@ -647,7 +649,8 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
 #: The layer-level counterparts of the model-level calls: ``train`` -- the first encoder
 #: self-attention layer, forward + backward on the padded source batch, then the first
 #: decoder self-attention layer likewise on the right-padded targets with fairseq's causal
-#: mask (dropout on); ``translate`` -- the encoder layer's forward on the sources to
+#: mask (dropout on), then an Adam step over the layers' parameters and their encoding's
+#: (see ``layer_parameters``); ``translate`` -- the encoder layer's forward on the sources to
 #: translate, then the decoder layer over ``length + 1`` incremental steps for
 #: ``sentences x beam`` rows, as beam search runs it.
 LAYER_KINDS = ("train", "translate")
@@ -662,6 +665,20 @@ def memo_scope(attn: torch.nn.Module, store: Optional[dict] = None):
     stock layers have none."""
     memo = attn.__dict__.get("memo")
     return memo.scope(store) if memo is not None else contextlib.nullcontext()
+
+
+def layer_parameters(attns: Sequence[torch.nn.Module]) -> list[torch.nn.Parameter]:
+    """The parameters the layers' training step updates, each once: each layer's own and
+    those of its position terms (its encoding's, its segment attention's), which are plain
+    attributes rather than submodules. A term the stack shares counts with the first layer,
+    so the first two layers' list less the first's is what each later layer adds."""
+    params: list[torch.nn.Parameter] = []
+    for attn in attns:
+        params.extend(attn.parameters())
+        for term in (attn.__dict__.get("position"), *attn.__dict__.get("extra_biases", ())):
+            if isinstance(term, torch.nn.Module):
+                params.extend(term.parameters())
+    return list(dict.fromkeys(params))  # tensors hash by identity
 
 
 def attention_train(attns: Sequence[torch.nn.Module], x: torch.Tensor,
@@ -715,6 +732,16 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
         model = build_model(name, cfg.size, d, cfg.seed, device)
         layers[name] = ([layer.self_attn for layer in model.encoder.layers[:2]],
                         [layer.self_attn for layer in model.decoder.layers[:2]])
+    # Adam over the layers timed (first, first two) with their encodings' parameters, its
+    # state allocated untimed as at the model level: on CPU (for-loop Adam) the step over
+    # an encoding's own parameters costs as much as a layer's forward.
+    optimizers = {}
+    for name in layers:
+        for depth in (1, 2):
+            encoder_attn, decoder_attn = (stack[:depth] for stack in layers[name])
+            optimizer = make_optimizer(layer_parameters([*encoder_attn, *decoder_attn]))
+            init_optimizer_state(optimizer)
+            optimizers[name, depth] = optimizer
     # the model level's batches: padded as fairseq pads them
     batch = make_batch(d, cfg.batch, cfg.length, cfg.seed, device)
     sources = make_batch(d, cfg.translate, cfg.length, cfg.seed + 1, device)
@@ -733,9 +760,10 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     rows = cfg.translate * cfg.beam
     steps = states(cfg.length + 1, rows, False)
 
-    def train(encoder_attn, decoder_attn) -> None:
+    def train(encoder_attn, decoder_attn, optimizer: torch.optim.Optimizer) -> None:
         attention_train(encoder_attn, src, src_padding)
         attention_train(decoder_attn, tgt, tgt_padding if tgt_padding.any() else None, causal)
+        optimizer.step()
 
     def translate_layers(encoder_attn, decoder_attn) -> None:
         attention_encode(encoder_attn, to_translate, translate_padding)
@@ -746,16 +774,16 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
         encoder_attn, decoder_attn = (stack[:depth] for stack in layers[name])
         if kind.startswith("train"):
             torch.manual_seed(cfg.seed)
-            seconds = timed(lambda: train(encoder_attn, decoder_attn), device)
-            for module in (*encoder_attn, *decoder_attn):
-                module.zero_grad(set_to_none=True)
+            optimizer = optimizers[name, depth]
+            seconds = timed(lambda: train(encoder_attn, decoder_attn, optimizer), device)
+            optimizer.zero_grad(set_to_none=True)
             src.grad = tgt.grad = None
             return seconds
         return timed(lambda: translate_layers(encoder_attn, decoder_attn), device)
 
     times, ratios = warm_up_and_interleave(timed_names, LAYER_CALLS, call, cfg.layer_reps, 1,
                                            cfg.seed, log, f"layer/len{cfg.length}")
-    del layers
+    del layers, optimizers
     stock_seconds = {k: median_seconds(times[STOCK][k]) for k in LAYER_CALLS}
     summary: dict[str, Any] = {"stock_seconds": stock_seconds, "models": {}}
     for name in timed_names:
@@ -1017,9 +1045,9 @@ def markdown_table(result: dict[str, Any]) -> str:
 
 def encoding_adam_markdown(size: str, encodings: Sequence[str], device: torch.device,
                            steps: int = 15) -> str:
-    """What the parts leave out: one Adam step over each encoding's own parameters (the
-    stacks' ``pos_encodings`` and ``segment_attention``), median of ``steps`` steps after
-    one untimed, beside stock's step over all its parameters."""
+    """The optimizer's share of an encoding's cost: one Adam step over its own parameters
+    (the stacks' ``pos_encodings`` and ``segment_attention``), median of ``steps`` steps
+    after one untimed, beside stock's step over all its parameters."""
     d = shared_dictionary(DEFAULTS["vocab"])
 
     def adam_seconds(params: list) -> float:
@@ -1464,7 +1492,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--out-json", default=os.path.join(ROOT, "runs", "benchmark.json"))
     parser.add_argument("--encoding-adam", action="store_true",
                         help="time nothing else: an Adam step over each encoding's own "
-                             "parameters (not in the parts), at the first --sizes")
+                             "parameters, at the first --sizes")
     parser.add_argument("--render", metavar="JSON",
                         help="time nothing: print the Markdown report of an earlier run's "
                              "--out-json file, laid out by this version of the script")

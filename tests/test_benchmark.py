@@ -225,6 +225,57 @@ def test_two_layers_in_a_row_share_the_stack_memo(monkeypatch):
     assert calls == [7, 7]
 
 
+@pytest.mark.parametrize("name, first_terms", [
+    ("tupe_a", ["pos_encodings.0."]),  # one TUPE term for the stack: the first layer's
+    ("diet_rel", ["pos_encodings.0."]),  # one bias table per layer
+    ("stock", []),
+])
+def test_layer_parameters_include_the_encodings_once(name, first_terms):
+    """The layer level's Adam step covers what the model's covers for those layers: each
+    layer's self-attention and its position terms (not submodules of the layer), named
+    here by where the stack registers them."""
+    d = benchmark.shared_dictionary(64)
+    model = benchmark.build_model(name, "tiny", d, 1, torch.device("cpu"))
+    stack = model.encoder
+    attns = [layer.self_attn for layer in stack.layers]
+    named = {n: p for n, p in stack.named_parameters()}
+
+    def by_name(prefixes):
+        return {id(p) for n, p in named.items() if n.startswith(tuple(prefixes))}
+
+    first = benchmark.layer_parameters(attns[:1])
+    both = benchmark.layer_parameters(attns)
+    assert len({id(p) for p in both}) == len(both)  # each once
+    assert {id(p) for p in first} == by_name(["layers.0.self_attn.", *first_terms])
+    assert {id(p) for p in both} == by_name(
+        ["layers.0.self_attn.", "layers.1.self_attn.", "pos_encodings."])
+    assert by_name(["pos_encodings."]) or name == "stock"
+
+
+def test_layer_train_steps_the_layers_and_their_encoding(monkeypatch):
+    """The layer level's train call ends with an Adam step that moves the first layers'
+    parameters and their encoding's (TUPE's term, the stack's), and nothing else."""
+    built = {}
+    original = benchmark.build_model
+
+    def build(name, *args, **kwargs):
+        built[name] = original(name, *args, **kwargs)
+        return built[name]
+
+    monkeypatch.setattr(benchmark, "build_model", build)
+    cfg = benchmark.Config(size="tiny", length=12, batch=2, translate=1, reps=1,
+                           stock_every=1, beam=2, vocab=64, seed=1, layer_reps=1)
+    benchmark.run_layer_config(cfg, ["tupe_a"], torch.device("cpu"), lambda _: None)
+    d = benchmark.shared_dictionary(64)
+    for name in ("stock", "tupe_a"):
+        fresh = dict(original(name, "tiny", d, cfg.seed, torch.device("cpu")).named_parameters())
+        moved = {n for n, p in built[name].named_parameters() if not torch.equal(p, fresh[n])}
+        expected = {n for n in fresh if n.split(".self_attn.")[0] in (
+            "encoder.layers.0", "encoder.layers.1", "decoder.layers.0", "decoder.layers.1")}
+        expected |= {n for n in fresh if ".pos_encodings." in f".{n}"}
+        assert moved == expected and expected, name
+
+
 def test_later_layer_ratio_from_the_first_and_first_two():
     # stock: 10 ms for the first layer, 19 ms for two; the encoding: 12 ms and 21.9 ms,
     # so its second layer takes 9.9 ms against stock's 9 ms: 1.1
