@@ -84,9 +84,9 @@ Targets (ratio to stock, median over repetitions, train and translate): ``sinuso
 1.10; ``rope`` <= 1.05. Memory: no encoding but ``huang3`` builds a ``len x len x d_h``
 tensor. Other encodings get ratios and no verdict.
 
-Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 62.6 min wall
-(2026-11-22; small/30 5 min, small/120 13 min, base/30 6 min, base/120 15 min, the layer
-level 12 min, the rest level 12 min), peak RSS about 7 GB (22 base models). ``--level
+Default run (``DEFAULTS`` below) on the 2-core build VM, no GPU, 2 threads: 59.6 min wall
+(2026-11-22; small/30 5 min, small/120 11 min, base/30 7 min, base/120 14 min, the layer
+level 12 min, the rest level 11 min), peak RSS about 7 GB (22 base models). ``--level
 layer`` alone: about 12 min. The latest table is in README.md and ``docs/benchmark-cpu.md``.
 
 The optimizer step over an encoding's own parameters is in the layer level's training
@@ -901,8 +901,8 @@ def layer_markdown_table(result: dict[str, Any]) -> str:
         "",
         f"Stock fairseq `MultiheadAttention`: train {1000 * st['train']:.1f} ms for the first "
         f"layer, {1000 * (st['train_2'] - st['train']):.1f} ms for the second (encoder and "
-        f"decoder self-attention, forward + backward, {result['batch_sentences']} "
-        f"sentences); translate {1000 * st['translate']:.1f} ms and "
+        f"decoder self-attention, forward + backward + Adam step over the layers' and their "
+        f"encoding's parameters, {result['batch_sentences']} sentences); translate {1000 * st['translate']:.1f} ms and "
         f"{1000 * (st['translate_2'] - st['translate']):.1f} ms (encoder layer forward on "
         f"{result['translate_sentences']} sentences, decoder layer over {result['length'] + 1} "
         f"incremental steps of {result['decode_rows']} rows). First layer: median ratio over "
