@@ -1050,8 +1050,9 @@ def markdown_table(result: dict[str, Any]) -> str:
 def encoding_adam_markdown(size: str, encodings: Sequence[str], device: torch.device,
                            steps: int = 15) -> str:
     """The optimizer's share of an encoding's cost: one Adam step over its own parameters
-    (the stacks' ``pos_encodings`` and ``segment_attention``), median of ``steps`` steps
-    after one untimed, beside stock's step over all its parameters."""
+    (its self-attention layers' position terms: :func:`layer_parameters` less the layers'
+    own), median of ``steps`` steps after one untimed, beside stock's step over all its
+    parameters."""
     d = shared_dictionary(DEFAULTS["vocab"])
 
     def adam_seconds(params: list) -> float:
@@ -1069,8 +1070,10 @@ def encoding_adam_markdown(size: str, encodings: Sequence[str], device: torch.de
              "| encoding | own parameters | Adam step over them |", "|---|---|---|"]
     for name in encodings:
         model = build_model(name, size, d, 1, device)
-        own = [p for n, p in model.named_parameters()
-               if ".pos_encodings." in f".{n}" or ".segment_attention." in f".{n}"]
+        attns = [layer.self_attn for stack in (model.encoder, model.decoder)
+                 for layer in stack.layers]
+        layers_own = {id(p) for attn in attns for p in attn.parameters()}
+        own = [p for p in layer_parameters(attns) if id(p) not in layers_own]
         lines.append(f"| {name} | {sum(p.numel() for p in own) / 1e6:.3f}M | "
                      f"{1000 * adam_seconds(own):.2f} ms |")
     return "\n".join(lines)
