@@ -1,4 +1,4 @@
-"""Self-attention that takes its position terms from a :class:`PositionEncoding`.
+"""Self-attention that takes its position terms from :class:`PositionEncoding` modules.
 
 One ``MultiheadAttention`` subclass serves every attention-level encoding, in the encoder
 and the decoder, in training, full-sequence evaluation and incremental decoding. It
@@ -7,12 +7,29 @@ replaces ``forward`` as a whole: stock fairseq sends training and evaluation thr
 (FAIRSEQ_NOTES.md measured a 0.91 output difference for a subclass that only overrode
 ``apply_sparse_mask``), so no hook-only subclass can be right in training.
 
+Each position term declares its kind (:class:`~fairseq_posenc.context.PositionKind`), and
+the attention computes each kind in one way:
+
+* rotation -- queries and keys are rotated before keys are cached;
+* projection -- keys and values come from the projected input, plus its bias;
+* content-free biases (by distance, by pair) and biases that read q or k are added to the
+  logits; a low-rank term either is too, or becomes extra query and key dimensions;
+* factors and replacements of ``q_i.k_j`` and terms on the probabilities need the logits.
+
 Two paths:
 
-* fused -- ``F.scaled_dot_product_attention`` with the position term folded into its
-  additive float mask, for encodings that only add to the logits (``t5``, ``diet_rel``,
-  ``shaw`` without values);
-* explicit -- logits, softmax, dropout, ``p @ v`` written out, when the encoding needs the
+* fused -- ``F.scaled_dot_product_attention`` with the additive terms folded into its float
+  mask. A ``LOW_RANK`` term (DIET-ABS, TUPE; and causal ALiBi, whose bias is exactly
+  rank 1 under the causal mask) is run as an ordinary attention with head dimension
+  ``d_h + d_p``: ``[q_i, P_Q[pos_i]] . [k_j, P_K[pos_j]] = q_i.k_j + (P_Q P_K^T)[pos_i, pos_j]``,
+  the same number without a ``len x len`` tensor or its gradient. That is the
+  ``"concat"`` low-rank kernel, the default on CUDA, where one fwd+bwd attention call took
+  1.10 ms at head dimension 128 against 2.62 ms with the ``(B, H, T, T)`` bias and its
+  gradient (H100, bf16, B=64, T=512; issue 12). On CPU (``"auto"``) the low-rank term stays
+  the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
+  product once per forward for all layers, read at the rows' positions.
+  ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
+* explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
   probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
   al.'s methods 1-3), or the caller asks for the attention weights; and for a single query
   row (an incremental decoding step), where stock fairseq also takes its explicit path:
@@ -32,17 +49,22 @@ The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, Literal, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
-from .encodings.base import PositionEncoding, PositionMemo
+from .context import PositionContext, PositionKind, PositionScope
+from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
 
-#: Stands in for "no position term" in layers left plain by ``--pos-layers first``.
-NO_POSITION = PositionEncoding()
+#: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
+LowRankKernel = Literal["auto", "concat", "bias"]
+#: Kinds that need the logits written out (the explicit path).
+NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
+                          PositionKind.PROBABILITIES})
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -57,11 +79,37 @@ def _unattended_queries(key_padding_mask: Tensor,
     return unattended if bool(unattended.any()) else None
 
 
+def concat_low_rank(q: Tensor, k: Tensor,
+                    operands: Sequence[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+    """``[q, P_Q ...]`` and ``[k, P_K ...]`` along the head dimension; each ``P`` broadcast
+    over batch and heads (``(B or 1, H or 1, len, d_p)``)."""
+    batch, heads = q.shape[:2]
+    qs, ks = [q], [k]
+    for p_q, p_k in operands:
+        qs.append(p_q.to(q.dtype).expand(batch, heads, -1, -1))
+        ks.append(p_k.to(k.dtype).expand(batch, heads, -1, -1))
+    return torch.cat(qs, dim=-1), torch.cat(ks, dim=-1)
+
+
+@dataclass(frozen=True)
+class AttachedPositions:
+    """A layer's position terms and its stack's scope. A plain object, not a submodule:
+    the stack owns (registers) the encodings, and may share one between layers."""
+
+    encoding: Optional[PositionEncoding]
+    terms: tuple[PositionEncoding, ...]
+    scope: PositionScope
+
+    @property
+    def content_scale(self) -> float:
+        return 1.0 if self.encoding is None else self.encoding.content_scale
+
+
 class PositionalMultiheadAttention(MultiheadAttention):
     """Position-aware self-attention. The stack calls :meth:`attach` once after building.
 
-    The encoding module is owned (registered) by the stack, which may share one module
-    between layers; this layer holds a plain reference so parameters are not duplicated.
+    ``low_rank_kernel``: how ``LOW_RANK`` terms run on the fused path (see the module
+    docstring); every choice computes the same numbers.
     """
 
     def __init__(
@@ -71,6 +119,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         dropout: float = 0.0,
         q_noise: float = 0.0,
         qn_block_size: int = 8,
+        low_rank_kernel: LowRankKernel = "auto",
     ) -> None:
         super().__init__(
             embed_dim,
@@ -80,16 +129,40 @@ class PositionalMultiheadAttention(MultiheadAttention):
             q_noise=q_noise,
             qn_block_size=qn_block_size,
         )
-        self.attach(None, PositionMemo())
+        self.low_rank_kernel: LowRankKernel = low_rank_kernel
+        self.attach(None, PositionScope())
 
-    def attach(self, encoding: Optional[PositionEncoding], memo: PositionMemo,
-               extra_biases: Sequence[PositionEncoding] = ()) -> None:
-        """``encoding`` None: no position term in this layer (``--pos-layers first``).
-        ``extra_biases``: further content-free logit terms, e.g. segment attention."""
-        # Plain attributes (not submodules): see the class docstring.
-        self.__dict__["position"] = NO_POSITION if encoding is None else encoding
-        self.__dict__["memo"] = memo
-        self.__dict__["extra_biases"] = tuple(extra_biases)
+    def attach(self, encoding: Optional[PositionEncoding], scope: PositionScope,
+               extra_terms: Sequence[PositionEncoding] = ()) -> None:
+        """``encoding`` None: no position term of its own in this layer (``--pos-layers
+        first``). ``extra_terms``: further terms, e.g. segment attention."""
+        own = () if encoding is None else encoding.terms()
+        self._positions = AttachedPositions(encoding, (*own, *extra_terms), scope)
+
+    @property
+    def encoding(self) -> Optional[PositionEncoding]:
+        """The layer's position encoding (None in a plain layer)."""
+        return self._positions.encoding
+
+    @property
+    def scope(self) -> PositionScope:
+        """The stack's handle on the context of the forward in progress."""
+        return self._positions.scope
+
+    def position_terms(self) -> tuple[PositionEncoding, ...]:
+        """Every position term this layer applies, its encoding's and the extra ones."""
+        return self._positions.terms
+
+    def _concatenates(self, term: PositionEncoding, q: Tensor, src_len: int,
+                      attn_mask: Optional[Tensor]) -> bool:
+        """Whether ``term`` runs as extra query and key dimensions on the fused path."""
+        if self.low_rank_kernel == "bias" or (self.low_rank_kernel == "auto" and not q.is_cuda):
+            return False
+        if term.kind is PositionKind.LOW_RANK:
+            return True
+        # A distance bias that is exactly low-rank under the causal mask (causal ALiBi).
+        return (term.low_rank_exact and attn_mask is not None
+                and src_len <= term.max_len)
 
     def forward(
         self,
@@ -108,35 +181,67 @@ class PositionalMultiheadAttention(MultiheadAttention):
             raise NotImplementedError(
                 "fairseq-posenc self-attention does not support static_kv / before_softmax"
             )
-        position: PositionEncoding = self.position
-        memo: PositionMemo = self.memo
+        terms = self._positions.terms
+        ctx: PositionContext = self._positions.scope.context
         tgt_len, bsz, _ = query.shape
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.view(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
-        # Absolute encodings count the positions of the self-attention input's real tokens.
+        # Absolute terms count the positions of the self-attention input's real tokens.
         input_padding_mask = key_padding_mask
-        kv_input = position.project_sequence(query, key_padding_mask, memo)
-        if kv_input is None:
-            kv_input = query
-        else:  # keys are projections over real tokens: none of them is padding
-            key_padding_mask = None
-        q = split_heads(self.q_proj(query)) * (self.scaling * position.content_scale)
+        kv_input = query
+        for term in terms:
+            if term.kind is PositionKind.PROJECTION:
+                kv_input = term.project_sequence(query, key_padding_mask, ctx)
+                key_padding_mask = None  # projections over real tokens: none is padding
+        q = split_heads(self.q_proj(query)) * (self.scaling * self._positions.content_scale)
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
-        q, k = position.rotate_qk(q, k, self._cached_length(incremental_state), memo)
+        for term in terms:
+            if term.kind is PositionKind.ROTATION:
+                q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx)
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
             input_padding_mask = key_padding_mask
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
+        need_weights = need_weights or need_head_weights
+        explicit = need_weights or tgt_len == 1 or any(t.kind in NEEDS_LOGITS for t in terms)
+        concatenated = [] if explicit else [
+            t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
+
+        def bias_of(term: PositionEncoding) -> Optional[Tensor]:
+            """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``."""
+            kind = term.kind
+            if kind is PositionKind.DISTANCE_BIAS:
+                return term.expanded(tgt_len, src_len, q_offset, ctx)
+            if kind is PositionKind.PAIR_BIAS:
+                return term.pair_bias(tgt_len, src_len, q_offset, input_padding_mask, ctx)
+            if kind is PositionKind.LOW_RANK:
+                return low_rank_bias(term, tgt_len, src_len, q_offset, input_padding_mask, ctx)
+            if kind in (PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES):
+                return term.logit_bias(q, k, q_offset, ctx)
+            if kind is PositionKind.PROJECTION:
+                return term.projected_bias(tgt_len, input_padding_mask, ctx)
+            return None
+
         mask: Optional[Tensor] = None
-        for term in (position, *self.extra_biases):
-            bias = term.logit_bias(q, k, q_offset, memo, input_padding_mask)
-            if bias is not None:
-                mask = bias if mask is None else mask + bias
+        scale: Optional[Tensor] = None
+        content: Optional[Tensor] = None
+        for term in terms:
+            if term in concatenated:
+                continue
+            if term.kind is PositionKind.DISTANCE_SCALE:
+                factor = term.expanded(tgt_len, src_len, q_offset, ctx)
+                scale = factor if scale is None else scale * factor
+            elif term.kind is PositionKind.CONTENT_LOGITS:
+                content = term.content_logits(q, k, q_offset, ctx)
+            else:
+                bias = bias_of(term)
+                if bias is not None:
+                    mask = bias if mask is None else mask + bias
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -147,14 +252,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
             mask = mask.to(q.dtype)
             if mask.dim() < 4:
                 mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
+        if (mask is not None and mask.requires_grad and q.device.type == "cpu"
+                and not explicit):
+            explicit = True  # the CPU fused kernel would not differentiate the mask
+            for term in concatenated:  # so these are biases after all
+                mask = mask + bias_of(term)
+            concatenated = []
 
-        need_weights = need_weights or need_head_weights
-        scale = position.logit_scale(tgt_len, src_len, q_offset, memo)
-        content = position.content_logits(q, k, q_offset, memo)
         probs: Optional[Tensor] = None
-        explicit = (position.has_value_term or need_weights or tgt_len == 1
-                    or scale is not None or content is not None
-                    or (mask is not None and mask.requires_grad and q.device.type == "cpu"))
         if explicit:
             logits = torch.matmul(q, k.transpose(-1, -2)) if content is None else content
             if scale is not None:
@@ -176,9 +281,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 probs = probs.masked_fill(unattended, 0.0)
             dropped = self.dropout_module(probs)
             out = torch.matmul(dropped, v)
-            if position.has_value_term:
-                out = out + position.value_term(dropped, q_offset, memo)
+            for term in terms:
+                if term.kind is PositionKind.PROBABILITIES:
+                    out = out + term.value_term(dropped, q_offset, ctx)
         else:
+            if concatenated:
+                q, k = concat_low_rank(q, k, [
+                    low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
+                    for t in concatenated])
             apply_dropout = self.training or self.dropout_module.apply_during_inference
             out = F.scaled_dot_product_attention(
                 q,

@@ -10,8 +10,9 @@ The model is fairseq's args-based ``TransformerModel`` with
   replaced by :class:`PositionalMultiheadAttention`. Encoder-decoder attention is stock.
 
 Each stack (encoder, decoder) owns its encoding modules (one per layer, or one shared by
-all layers) and a :class:`PositionMemo` that it opens for each forward; the decoder keeps
-the memo in ``incremental_state`` while generating so per-step work is a slice.
+all layers) and builds a :class:`PositionContext` for each forward, which its layers read
+through the stack's :class:`PositionScope`; the decoder keeps one context per generated
+sequence in ``incremental_state`` so that per-step work is a slice.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ from torch import Tensor, nn
 
 from .attention import PositionalMultiheadAttention
 from .checkpoint import decode_tag, encode_tag
-from .encodings import ENCODINGS, PositionMemo, get_encoding
+from .context import PositionContext, PositionScope
+from .encodings import ENCODINGS, get_encoding
 from .encodings.base import LAYER_CHOICES, PositionEncoding
 from .segments import (
-    SEGMENTS,
     SegmentAttention,
     add_segment_args,
     check_segment_args,
@@ -164,7 +165,8 @@ def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
 
 
 class PositionalStack:
-    """Mixin for the encoder and decoder: owns the encodings and the per-forward memo."""
+    """Mixin for the encoder and decoder: owns the encodings and the scope through which
+    its layers read the context of each forward."""
 
     args: argparse.Namespace
     layers: nn.ModuleList
@@ -174,13 +176,13 @@ class PositionalStack:
         return not get_encoding(self.args.pos_encoding).at_input
 
     def _setup_positions(self, causal: bool, max_positions: int, side: str,
-                         extra_biases: Optional[list[PositionEncoding]] = None) -> None:
-        """Build the encodings and attach them, with ``extra_biases[i]`` (segment
+                         extra_terms: Optional[list[PositionEncoding]] = None) -> None:
+        """Build the encodings and attach them, with ``extra_terms[i]`` (segment
         attention), to the self-attention of every layer ``i``."""
         encoding = get_encoding(self.args.pos_encoding)
         self.pos_max_length = encoding.max_length(self.args, max_positions)
         self.pos_side = side
-        self.pos_memo = PositionMemo()
+        self.pos_scope = PositionScope()
         if not self._uses_attention_encoding() or len(self.layers) == 0:
             return  # no self-attention to give positions to
         first = self.layers[0].self_attn
@@ -197,8 +199,8 @@ class PositionalStack:
             self.pos_encodings = nn.ModuleList(
                 [m for m in dict.fromkeys(per_layer) if m is not None])
         for i, module in enumerate(per_layer):  # index: LayerDropModuleList's iter drops
-            extra = [extra_biases[i]] if extra_biases else []
-            self.layers[i].self_attn.attach(module, self.pos_memo, extra)
+            extra = [extra_terms[i]] if extra_terms else []
+            self.layers[i].self_attn.attach(module, self.pos_scope, extra)
 
     def _check_length(self, tokens: Tensor) -> None:
         limit = self.pos_max_length
@@ -232,7 +234,7 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
                 [SegmentAttention(heads, args.num_segments) for _ in self.layers])
             segment_attention = list(self.segment_attention)
         self._setup_positions(causal=False, max_positions=args.max_source_positions,
-                              side="source", extra_biases=segment_attention)
+                              side="source", extra_terms=segment_attention)
 
     def _uses_attention_encoding(self) -> bool:
         return super()._uses_attention_encoding() or bool(self.args.segment_attention)
@@ -247,16 +249,16 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
         if self.args.segment_embedding:  # BERT: token + segment (+ position) embeddings
             if token_embedding is None:
                 token_embedding = self.embed_tokens(src_tokens)
-            token_embedding = token_embedding + self.segment_embed(self.pos_memo.store[SEGMENTS])
+            token_embedding = token_embedding + self.segment_embed(
+                self.pos_scope.context.segment_ids)
         return super().forward_embedding(src_tokens, token_embedding)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False,
                 token_embeddings: Optional[Tensor] = None):
         self._check_length(src_tokens)
-        with self.pos_memo.scope():
-            if self.segment_separator is not None:
-                self.pos_memo.store[SEGMENTS] = segment_ids(
-                    src_tokens, self.segment_separator, self.args.num_segments)
+        segments = (None if self.segment_separator is None else
+                    segment_ids(src_tokens, self.segment_separator, self.args.num_segments))
+        with self.pos_scope.open(PositionContext(segment_ids=segments)):
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
@@ -277,15 +279,15 @@ class PositionalDecoder(PositionalStack, TransformerDecoder):
                          full_context_alignment: bool = False, alignment_layer=None,
                          alignment_heads=None):
         self._check_length(prev_output_tokens)
-        store: Optional[dict[Any, Any]] = None
+        context: Optional[PositionContext] = None
         if incremental_state is not None:
             # Kept for the whole generated sequence; never reordered (nothing in it
             # depends on the batch), so it lives outside the attention's own buffer.
-            store = self.get_incremental_state(incremental_state, "pos_memo")
-            if store is None:
-                store = {}
-                self.set_incremental_state(incremental_state, "pos_memo", store)
-        with self.pos_memo.scope(store):
+            context = self.get_incremental_state(incremental_state, "pos_context")
+            if context is None:
+                context = PositionContext(incremental=True)
+                self.set_incremental_state(incremental_state, "pos_context", context)
+        with self.pos_scope.open(context):
             return super().extract_features(
                 prev_output_tokens, encoder_out, incremental_state,
                 full_context_alignment, alignment_layer, alignment_heads,

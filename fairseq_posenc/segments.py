@@ -28,11 +28,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .encodings.base import PositionEncoding, PositionMemo, check_positive, init_scalar_table
-
-#: Memo key of the ``(B, T)`` segment index of the current source batch.
-SEGMENTS = "segments"
-
+from .context import PositionContext, PositionKind
+from .encodings.base import PositionEncoding, check_positive, init_scalar_table
 
 def add_segment_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment-attention", action="store_true",
@@ -81,18 +78,24 @@ def segment_ids(tokens: Tensor, separator: int, num_segments: int) -> Tensor:
 
 
 class SegmentAttention(PositionEncoding):
-    """``S[h][S(i), S(j)]`` for one layer; reads the batch's segment ids from the memo."""
+    """``S[h][S(i), S(j)]`` for one layer, from the batch's segment ids in the stack's
+    context."""
+
+    kind = PositionKind.PAIR_BIAS
 
     def __init__(self, num_heads: int, num_segments: int) -> None:
         super().__init__()
         self.seg_bias = nn.Parameter(torch.empty(num_heads, num_segments, num_segments))
         init_scalar_table(self.seg_bias)
 
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
-        ids = memo.store[SEGMENTS]  # (B, T)
+    def pair_bias(self, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+        ids = ctx.segment_ids  # (B, T): the encoder's, never incremental
+        if ids is None:
+            raise ValueError("segment attention needs the source's segment ids: call the "
+                             "encoder, which computes them from --segment-separator")
         bias = self.seg_bias[:, ids[:, :, None], ids[:, None, :]]  # (H, B, T, T)
-        return bias.transpose(0, 1).to(q.dtype)
+        return bias.transpose(0, 1)
 
 
 def segment_embedding(num_segments: int, embed_dim: int) -> nn.Embedding:

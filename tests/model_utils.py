@@ -12,7 +12,7 @@ from fairseq.tasks.translation import TranslationTask
 
 import fairseq_posenc  # noqa: F401  (registers the model)
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.encodings import ENCODINGS, PositionMemo, get_encoding
+from fairseq_posenc.encodings import ENCODINGS, PositionScope, get_encoding
 from fairseq_posenc.models import fill_position_defaults
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
@@ -71,6 +71,6 @@ def build_attention(
             p.normal_(0.0, 1.0)
         for p in attn.parameters():  # projection biases start at 0: make them count
             p.normal_(0.0, 0.5)
-    attn.attach(enc, PositionMemo())
+    attn.attach(enc, PositionScope())
     attn.encoding_module = enc  # registered here so .double() converts it too
     return attn.double().eval()

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from fairseq_posenc.attention import NO_POSITION
+from fairseq_posenc.encodings import PositionContext
 from fairseq_posenc.encodings import get_encoding
 from model_utils import build_attention, build_model, encoding_args
 from test_decoding import count_distance_tables, random_source
@@ -51,7 +51,7 @@ def naive_nob_bias(enc, h: int, r: int, n: int) -> float:
 def at5_attention(causal: bool, max_len: int = 6, heads: int = 3):
     attn = build_attention("at5", causal=causal, num_heads=heads, embed_dim=4 * heads,
                            at5_max_len=max_len, at5_l1_width=5, at5_l2_width=3)
-    enc = attn.position
+    enc = attn.encoding
     with torch.no_grad():  # slopes of a sensible size; head 0's beta < 0: relu makes f = 0
         enc.beta.copy_(torch.tensor([-2.0, 3.0, 9.0]))
         if enc.alpha is not None:
@@ -72,7 +72,7 @@ def test_at5_nob_attention(causal):
     n = 4  # shorter than the sequence: distances beyond +-(n-1) are clipped
     attn = build_attention("at5_nob", causal=causal, at5_nob_max_len=n,
                            at5_nob_l1_width=5, at5_nob_l2_width=3)
-    enc = attn.position
+    enc = attn.encoding
     assert enc.table.shape == (2, n if causal else 2 * n - 1)
     x = torch.randn(7, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: naive_nob_bias(enc, h, j - i, n))
@@ -134,10 +134,10 @@ def test_first_layer_only_by_default_every_layer_with_pos_layers_all(encoding):
                                       "--pos-layers", "all"])
     for stack in ("encoder", "decoder"):
         [module] = getattr(first, stack).pos_encodings
-        layers = [layer.self_attn.position for layer in getattr(first, stack).layers]
-        assert layers[0] is module and all(p is NO_POSITION for p in layers[1:])
+        layers = [layer.self_attn.encoding for layer in getattr(first, stack).layers]
+        assert layers[0] is module and all(p is None for p in layers[1:])
         [shared] = getattr(every, stack).pos_encodings  # one module serves every layer
-        assert all(layer.self_attn.position is shared for layer in getattr(every, stack).layers)
+        assert all(layer.self_attn.encoding is shared for layer in getattr(every, stack).layers)
     assert (sum(p.numel() for p in first.parameters())
             == sum(p.numel() for p in every.parameters()))
 
@@ -168,7 +168,7 @@ def test_first_layer_only_changes_only_layer_0(encoding):
     # The others' outputs change only through their inputs: same input, same output.
     for i in (1, 2):
         layer = model.encoder.layers[i].self_attn
-        with torch.no_grad(), model.encoder.pos_memo.scope():
+        with torch.no_grad(), model.encoder.pos_scope.open():
             again = layer(**before[i][0])[0]
         assert (again - before[i][1]).abs().max() < 1e-6
 
@@ -195,9 +195,9 @@ def test_incremental_step_applies_the_bias_over_keys_0_to_t():
                                 lambda b, h, i, j, q: naive_at5_bias(enc, h, j - i, 6))
     constant = naive_attention(attn, x, True, lambda b, h, i, j, q: naive_at5_bias(enc, h, 0, 6))
     state: dict = {}
-    store: dict = {}
+    context = PositionContext(incremental=True)  # as the decoder keeps one per sequence
     for t in range(T):
-        with torch.no_grad(), attn.memo.scope(store):
+        with torch.no_grad(), attn.scope.open(context):
             step, _ = attn(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state,
                            need_weights=False)
         assert (step[0] - with_bias[t]).abs().max() < TOL, f"step {t}"

@@ -239,10 +239,8 @@ def test_diet_abs_product_once_per_forward_and_window(monkeypatch):
     ("t5_nob", ["--pos-layers", "all"], False),
 ])
 def test_pos_layers_places_the_encoding(encoding, flags, first_only):
-    from fairseq_posenc.attention import NO_POSITION
-
     model, _ = build_model(encoding, flags)
     for stack in (model.encoder, model.decoder):
-        terms = [layer.self_attn.position for layer in stack.layers]
-        assert terms[0] is not NO_POSITION
-        assert (terms[1] is NO_POSITION) == first_only
+        terms = [layer.self_attn.encoding for layer in stack.layers]
+        assert terms[0] is not None
+        assert (terms[1] is None) == first_only

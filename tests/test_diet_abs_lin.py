@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.encodings import PositionMemo
+from fairseq_posenc.encodings import PositionScope
 from fairseq_posenc.encodings.diet_abs import DietAbs
 from fairseq_posenc.encodings.diet_abs_lin import DietAbsLin
 from model_utils import build_model, encoding_args
@@ -25,7 +25,7 @@ def lin_attention(k: int, rank: int, max_len: int = 12, embed_dim: int = 8, head
     with torch.no_grad():
         for p in [*enc.parameters(), *attn.parameters()]:
             p.normal_(0.0, 0.7)
-    attn.attach(enc, PositionMemo())
+    attn.attach(enc, PositionScope())
     attn.encoding_module = enc
     return attn.double().eval(), enc.double()
 
@@ -67,7 +67,7 @@ def test_encoder_attention_with_padding(k, rank):
     pad = torch.zeros(B, T, dtype=torch.bool)
     pad[0, :2] = True  # left padding, as fairseq batches sources
     pad[2, :1] = True
-    with attn.memo.scope():
+    with attn.scope.open():
         out, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
     ref = naive_lin(attn, enc, x, pad)
     assert (out - ref).masked_fill(pad.t()[..., None], 0).abs().max() < TOL
@@ -75,8 +75,8 @@ def test_encoder_attention_with_padding(k, rank):
 
 def test_decoder_uses_diet_abs_and_encoder_projects():
     model, _ = build_model("diet_abs_lin", ["--diet-abs-lin-k", "5"])
-    enc_terms = [layer.self_attn.position for layer in model.encoder.layers]
-    dec_terms = [layer.self_attn.position for layer in model.decoder.layers]
+    enc_terms = [layer.self_attn.encoding for layer in model.encoder.layers]
+    dec_terms = [layer.self_attn.encoding for layer in model.decoder.layers]
     assert all(isinstance(t, DietAbsLin) for t in enc_terms)
     assert enc_terms[0].tables is enc_terms[1].tables  # P_Q, P_K layer-shared by default
     assert enc_terms[0].e is not enc_terms[1].e  # E per layer

@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from fairseq_posenc.encodings import PositionMemo
+from fairseq_posenc.encodings import PositionContext, PositionKind
 from fairseq_posenc.positions import expand_distance_bias, gather_absolute_pairs, t5_bucket
 from model_utils import build_attention
 
@@ -77,7 +77,7 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
 def run(attn, x, causal):
     T = x.size(0)
     mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
-    with attn.memo.scope():
+    with attn.scope.open():
         out, _ = attn(x, x, x, attn_mask=mask, need_weights=False)
     return out
 
@@ -104,7 +104,7 @@ def test_t5_bucket_matches_naive(bidirectional, num_buckets, max_distance):
 @pytest.mark.parametrize("causal", [False, True])
 def test_t5_attention(causal):
     attn = build_attention("t5", causal=causal, t5_num_buckets=8, t5_max_distance=6)
-    table = attn.position.rel_bias
+    table = attn.encoding.rel_bias
     x = torch.randn(9, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
         table[h, naive_t5_bucket(j - i, 8, 6, not causal)]))
@@ -116,7 +116,7 @@ def test_t5_attention(causal):
 def test_diet_rel_attention(causal, sharing):
     n = 4  # shorter than the sequence: distances beyond +-(n-1) are clipped
     attn = build_attention("diet_rel", causal=causal, diet_rel_max_len=n, diet_rel_sharing=sharing)
-    table = attn.position.rel_bias  # rows: heads (1 if head-shared), columns: r = -(n-1)..
+    table = attn.encoding.rel_bias  # rows: heads (1 if head-shared), columns: r = -(n-1)..
     assert table.shape == ((1 if sharing == "head" else 2), (n if causal else 2 * n - 1))
     x = torch.randn(7, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
@@ -131,8 +131,8 @@ def test_diet_abs_attention_with_padding(causal, flags):
     """DIET eq. (1) with positions counted over real tokens: row 1 is left-padded by 2, so
     its i-th real token uses row/column i of P_Q P_K^T."""
     attn = build_attention("diet_abs", causal=causal, max_positions=9, **flags)
-    p_q = attn.position.p_q
-    p_k = p_q if flags.get("diet_abs_symmetric") else attn.position.p_k
+    p_q = attn.encoding.p_q
+    p_k = p_q if flags.get("diet_abs_symmetric") else attn.encoding.p_k
     T, pad = 7, 2
     x = torch.randn(T, 2, 8, dtype=torch.float64)
     padding = torch.zeros(2, T, dtype=torch.bool)
@@ -148,7 +148,7 @@ def test_diet_abs_attention_with_padding(causal, flags):
 
     want = naive_attention(attn, x, causal, term, key_padding=padding)
     mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
-    with attn.memo.scope():
+    with attn.scope.open():
         got, _ = attn(x, x, x, key_padding_mask=padding if padding.any() else None,
                       attn_mask=mask, need_weights=False)
     rows = slice(None) if causal else slice(pad, None)  # padded queries are never used
@@ -178,7 +178,7 @@ def naive_multiplicative_attention(attn, x, causal, factor):
 @pytest.mark.parametrize("clip", [None, 2])
 def test_huang1_attention(causal, clip):
     attn = build_attention("huang1", causal=causal, max_positions=12, huang1_clip=clip)
-    a = attn.position.rel_scale  # heads x (|r| = 0 .. K)
+    a = attn.encoding.rel_scale  # heads x (|r| = 0 .. K)
     K = clip if clip else 11
     assert a.shape == (2, K + 1)
     x = torch.randn(7, 2, 8, dtype=torch.float64)
@@ -191,7 +191,7 @@ def test_huang1_attention(causal, clip):
 @pytest.mark.parametrize("clip", [None, 2])
 def test_huang2_attention(causal, clip):
     attn = build_attention("huang2", causal=causal, max_positions=12, huang2_clip=clip)
-    a = attn.position.rel_bias  # heads x (r = -K .. K), causal: -K .. 0
+    a = attn.encoding.rel_bias  # heads x (r = -K .. K), causal: -K .. 0
     K = clip if clip else 11
     assert a.shape == (2, K + 1 if causal else 2 * K + 1)
     x = torch.randn(7, 2, 8, dtype=torch.float64)
@@ -209,7 +209,7 @@ def clip_(r: int, k: int) -> int:
 def test_huang4_attention(causal, clip):
     """Eq. 16: (q_i.k_j + q_i.a_{j-i} + k_j.a_{j-i}) / sqrt(d_h), per-head vectors a."""
     attn = build_attention("huang4", causal=causal, max_positions=12, huang4_clip=clip)
-    a = attn.position.rel_emb  # heads x distances x d_h
+    a = attn.encoding.rel_emb  # heads x distances x d_h
     K = clip if clip else 11
     T, B, D = 7, 2, attn.head_dim
     x = torch.randn(T, B, 8, dtype=torch.float64)
@@ -224,7 +224,7 @@ def test_huang4_attention(causal, clip):
 def test_t5_nob_attention(causal):
     n = 3
     attn = build_attention("t5_nob", causal=causal, t5_nob_max_len=n)
-    table = attn.position.rel_bias  # heads x distances -(n-1)..(n-1) (causal: ..0)
+    table = attn.encoding.rel_bias  # heads x distances -(n-1)..(n-1) (causal: ..0)
     x = torch.randn(7, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: float(
         table[h, clip(j - i, -(n - 1), n - 1) + n - 1]))
@@ -237,7 +237,7 @@ def test_shaw_attention(causal, values):
     k = 2
     flags = dict(shaw_clip=k, shaw_no_value=not values)
     attn = build_attention("shaw", causal=causal, **flags)
-    a_k, a_v = attn.position.rel_key, attn.position.rel_value
+    a_k, a_v = attn.encoding.rel_key, attn.encoding.rel_value
     assert a_k.shape[0] == (k + 1 if causal else 2 * k + 1)
     D = attn.head_dim
     x = torch.randn(7, 2, 8, dtype=torch.float64)
@@ -292,8 +292,7 @@ def test_rope_rotation_in_lower_precision(dtype):
     attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
     x = torch.randn(5, 3, 2, 7, dtype=torch.float64)  # (T, B, H, d_h + 1)
     for view in (x[..., :6].permute(1, 2, 0, 3), x[..., 1:].permute(1, 2, 0, 3)):
-        with attn.memo.scope():
-            got, _ = attn.position.rotate_qk(view.to(dtype), view.to(dtype), 2, attn.memo)
+        got, _ = attn.encoding.rotate_qk(view.to(dtype), view.to(dtype), 2, PositionContext())
         assert got.dtype == dtype and got.shape == view.shape
         for b, h, t in ((0, 0, 0), (2, 1, 4), (1, 0, 3)):
             want = naive_rope(view[b, h, t], 2 + t)
@@ -306,9 +305,9 @@ def test_rope_logits_depend_on_distance_only():
     q, k = torch.randn(2, 1, 1, 6, dtype=torch.float64).unbind(0)
     logits = []
     for shift in (0, 37):
-        with attn.memo.scope():
-            qs, _ = attn.position.rotate_qk(q, q, shift + 3, attn.memo)
-            _, ks = attn.position.rotate_qk(k, k, shift + 8, attn.memo)
+        ctx = PositionContext()
+        qs, _ = attn.encoding.rotate_qk(q, q, shift + 3, ctx)
+        _, ks = attn.encoding.rotate_qk(k, k, shift + 8, ctx)
         logits.append(float((qs * ks).sum()))
     assert abs(logits[0] - logits[1]) < TOL
 
@@ -323,7 +322,7 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
     x = torch.randn(6, 3, 8, dtype=torch.float64)
     pad = torch.zeros(3, 6, dtype=torch.bool)
     pad[1, :2] = True
-    with attn.memo.scope():
+    with attn.scope.open():
         fused, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
         explicit, weights = attn(x, x, x, key_padding_mask=pad, need_weights=True)
     assert (fused - explicit).abs().max() < TOL
@@ -337,18 +336,20 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)
-    enc, n, s = attn.position, 6, 5
+    enc, n, s = attn.encoding, 6, 5
     q = torch.randn(1, 2, n + s, attn.head_dim, dtype=torch.float64)
     k = torch.randn(1, 2, n + s, attn.head_dim, dtype=torch.float64)
 
-    def term(q, k, memo):  # huang3's term replaces q.k; the others add to it
-        logits = enc.content_logits(q, k, 0, memo)
-        return enc.logit_bias(q, k, 0, memo) if logits is None else logits
+    def term(q, k, ctx):  # huang3's term replaces q.k; the others add to it
+        if enc.kind is PositionKind.CONTENT_LOGITS:
+            return enc.content_logits(q, k, 0, ctx)
+        if enc.kind is PositionKind.DISTANCE_BIAS:
+            return enc.expanded(q.size(-2), k.size(-2), 0, ctx)
+        return enc.logit_bias(q, k, 0, ctx)
 
-    memo = PositionMemo()
-    with memo.scope():
-        shifted = term(q, k, memo)[..., s:, s:]
-        plain = term(q[:, :, s:], k[:, :, s:], memo)
+    ctx = PositionContext()
+    shifted = term(q, k, ctx)[..., s:, s:]
+    plain = term(q[:, :, s:], k[:, :, s:], ctx)
     assert (shifted - plain).abs().max() < TOL
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_posenc.encodings import PositionMemo, get_encoding
+from fairseq_posenc.encodings import PositionContext, get_encoding
 from model_utils import build_attention, build_model, encoding_args
 from test_decoding import random_source
 from test_formulas import TOL, naive_attention, run
@@ -28,7 +28,7 @@ def clip(r: int, k: int) -> int:
 def test_huang3_attention(causal, clip_k):
     """Eq. 15: e_ij = sum_d q_id k_jd a_{j-i,d} / sqrt(d_h), a per head, r in [-K, K]."""
     attn = build_attention("huang3", causal=causal, max_positions=12, huang3_clip=clip_k)
-    a = attn.position.rel_gate  # heads x (r = -K .. K; causal: -K .. 0) x d_h
+    a = attn.encoding.rel_gate  # heads x (r = -K .. K; causal: -K .. 0) x d_h
     K = clip_k if clip_k else 11
     T, B, D = 7, 2, attn.head_dim
     assert a.shape == (2, K + 1 if causal else 2 * K + 1, D)
@@ -53,10 +53,9 @@ def test_huang3_starts_as_standard_attention(causal):
     assert all(torch.all(p == 1) for p in enc.parameters())
     attn = build_attention("huang3", causal=causal)
     x = torch.randn(6, 2, 8, dtype=torch.float64)
-    memo = attn.memo
-    attn.attach(enc.double(), memo)
+    attn.attach(enc.double(), attn.scope)
     with_gate = run(attn, x, causal)
-    attn.attach(None, memo)
+    attn.attach(None, attn.scope)
     assert (with_gate - run(attn, x, causal)).abs().max() < TOL
 
 
@@ -74,7 +73,7 @@ def naive_xl_sinusoid(s: int, d: int) -> list[float]:
 def test_xl_attention(causal, clamp):
     """e_ij = (q_i.k_j + q_i.W_R R_{i-j} + u.k_j + v.W_R R_{i-j}) / sqrt(d_h), per head."""
     attn = build_attention("xl", causal=causal, xl_clamp_len=clamp)
-    enc = attn.position
+    enc = attn.encoding
     w_r, u, v = enc.r_proj, enc.biases.u, enc.biases.v  # W_R: (out, in) like nn.Linear
     T, B, C, D = 7, 2, 8, attn.head_dim
     x = torch.randn(T, B, C, dtype=torch.float64)
@@ -104,12 +103,12 @@ def test_xl_sinusoid_layout():
 def test_xl_depends_on_relative_distance_only():
     """Shifting every position by s leaves the term of each (q_i, k_j) pair unchanged."""
     attn = build_attention("xl", causal=False, max_positions=40)
-    enc, n, s = attn.position, 6, 5
+    enc, n, s = attn.encoding, 6, 5
     q, k = torch.randn(2, 1, 2, n + s, attn.head_dim, dtype=torch.float64).unbind(0)
-    memo = PositionMemo()
-    with memo.scope(), torch.no_grad():
-        shifted = enc.logit_bias(q, k, 0, memo)[..., s:, s:]
-        plain = enc.logit_bias(q[:, :, s:], k[:, :, s:], 0, memo)
+    ctx = PositionContext()
+    with torch.no_grad():
+        shifted = enc.logit_bias(q, k, 0, ctx)[..., s:, s:]
+        plain = enc.logit_bias(q[:, :, s:], k[:, :, s:], 0, ctx)
     assert (shifted - plain).abs().max() < TOL
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import cli_utils as cu
-from fairseq_posenc.encodings import PositionMemo
-from fairseq_posenc.segments import SEGMENTS, SegmentAttention, segment_ids
+from fairseq_posenc.encodings import PositionContext, PositionScope
+from fairseq_posenc.segments import SegmentAttention, segment_ids
 from model_utils import build_attention, build_model
 from test_formulas import naive_attention
 
@@ -38,25 +38,24 @@ def test_segment_attention_with_any_encoding(encoding, flags, position_term):
     """e_ij = q_i.k_j/sqrt(d) [+ R[r]] + S[h][seg(i), seg(j)], element by element."""
     if encoding == "none":
         attn = build_attention("diet_rel", causal=False, **flags)
-        attn.attach(None, PositionMemo())
+        attn.attach(None, PositionScope())
     else:
         attn = build_attention(encoding, causal=False, **flags)
     segments = SegmentAttention(attn.num_heads, 3).double()
     with torch.no_grad():
         segments.seg_bias.normal_(0.0, 1.0)
-    attn.attach(None if encoding == "none" else attn.position, attn.memo, [segments])
+    attn.attach(None if encoding == "none" else attn.encoding, attn.scope, [segments])
     T, B = 6, 2
     x = torch.randn(T, B, attn.embed_dim, dtype=torch.float64)
     ids = torch.tensor([[0, 0, 1, 1, 2, 2], [0, 1, 1, 1, 1, 2]])
     pad = torch.zeros(B, T, dtype=torch.bool)
-    with attn.memo.scope():
-        attn.memo.store[SEGMENTS] = ids
+    with attn.scope.open(PositionContext(segment_ids=ids)):
         out, _ = attn(x, x, x, key_padding_mask=pad, need_weights=False)
 
     def term(b, h, i, j, q):
         value = float(segments.seg_bias[h, ids[b, i], ids[b, j]])
         if position_term == "diet_rel":  # R[h][clip(j - i, -3, 3)], table over -3..3
-            value += float(attn.position.rel_bias[h, max(-3, min(3, j - i)) + 3])
+            value += float(attn.encoding.rel_bias[h, max(-3, min(3, j - i)) + 3])
         return value
 
     ref = naive_attention(attn, x, False, term)
@@ -70,9 +69,10 @@ def _model(encoding, extra=()):
 def test_segment_attention_per_layer_and_used():
     model, d = _model("diet_rel", ["--segment-attention"])
     layers = [layer.self_attn for layer in model.encoder.layers]
-    assert [a.extra_biases[0] for a in layers] == list(model.encoder.segment_attention)
+    assert [a.position_terms()[-1] for a in layers] == list(model.encoder.segment_attention)
     assert model.encoder.segment_attention[0] is not model.encoder.segment_attention[1]
-    assert all(not getattr(layer.self_attn, "extra_biases", ()) for layer in model.decoder.layers)
+    assert all(not isinstance(term, SegmentAttention) for layer in model.decoder.layers
+               for term in layer.self_attn.position_terms())
     model, d = _model("diet_rel", ["--segment-attention", "--encoder-layers", "1"])
     sep = d.index(SEP)
     src = torch.tensor([[12, 13, sep, 14, 15, d.eos()]])
@@ -104,8 +104,7 @@ def test_segment_embedding_is_added_like_a_token_embedding():
     sep = d.index(SEP)
     src = torch.tensor([[12, sep, 14, sep, 15, d.eos()]])
     seg = torch.tensor([[0, 0, 1, 1, 2, 2]])
-    with torch.no_grad(), encoder.pos_memo.scope():
-        encoder.pos_memo.store[SEGMENTS] = seg
+    with torch.no_grad(), encoder.pos_scope.open(PositionContext(segment_ids=seg)):
         x, _ = encoder.forward_embedding(src)
         tokens = encoder.embed_tokens.weight[src[0]] + encoder.segment_embed.weight[seg[0]]
         expected = math.sqrt(32) * tokens + encoder.embed_positions(src)[0]

@@ -81,7 +81,7 @@ def test_tupe_attention_against_naive_loop(encoding, causal, reset):
     Decoder: row 1 is right-padded (as fairseq batches targets); positions are indices."""
     attn = build_attention(encoding, causal=causal, max_positions=9, tupe_reset_first=reset,
                            tupe_r_num_buckets=BUCKETS, tupe_r_max_distance=MAX_DISTANCE)
-    enc = attn.position
+    enc = attn.encoding
     assert (enc.theta is not None) == reset
     x = torch.randn(T, B, 8, dtype=torch.float64)
     padding = torch.zeros(B, T, dtype=torch.bool)
@@ -96,12 +96,12 @@ def test_tupe_attention_against_naive_loop(encoding, causal, reset):
     term = naive_positional(enc, causal, reset, relative=encoding == "tupe_r")
     want = naive_tupe(attn, x, causal, padding, lambda b, i: max(position(b, i), 0), term)
     mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
-    with attn.memo.scope():
+    with attn.scope.open():
         got, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
     rows = slice(0, T - PAD) if causal else slice(PAD, T)  # padded queries are never used
     assert (got[rows, 1] - want[rows, 1]).abs().max() < TOL
     assert (got[:, 0] - want[:, 0]).abs().max() < TOL
-    with attn.memo.scope():  # no padding mask at all: positions are the indices
+    with attn.scope.open():  # no padding mask at all: positions are the indices
         alone, _ = attn(x[:, :1], x[:, :1], x[:, :1], attn_mask=mask, need_weights=False)
     assert (alone[:, 0] - want[:, 0]).abs().max() < TOL
 
@@ -110,7 +110,7 @@ def test_reset_replaces_first_row_and_column_only():
     """Eq. (9) on the position-only term itself: row 0 is theta_1 (diagonal included),
     column 0 below it theta_2; everything else is the untouched tupe_r term."""
     attn = build_attention("tupe_r", causal=False, max_positions=9, tupe_reset_first=True)
-    enc = attn.position
+    enc = attn.encoding
     theta = enc.theta
     with torch.no_grad():
         term = enc.positional_term(6)
@@ -125,7 +125,7 @@ def test_reset_replaces_first_row_and_column_only():
 def test_bucket_bias_is_not_scaled():
     """tupe_r - tupe_a is exactly b_h[bucket(j - i)] (official code: added after scaling)."""
     attn = build_attention("tupe_r", causal=False, max_positions=9)
-    enc = attn.position
+    enc = attn.encoding
     table = enc.rel.rel_bias.detach().clone()
     with torch.no_grad():
         full = enc.positional_term(9)
@@ -157,7 +157,7 @@ def test_official_initialisation_and_sharing(encoding):
     for stack, causal in ((model.encoder, False), (model.decoder, True)):
         assert len(stack.pos_encodings) == 1
         shared = stack.pos_encodings[0]
-        assert all(layer.self_attn.position is shared for layer in stack.layers)
+        assert all(layer.self_attn.encoding is shared for layer in stack.layers)
         assert shared.content_scale == 2 ** -0.5 and shared.theta is None  # reset: off
         if encoding == "tupe_r":
             assert shared.rel.bidirectional is not causal
@@ -165,11 +165,12 @@ def test_official_initialisation_and_sharing(encoding):
 
 @pytest.mark.parametrize("encoding", ["tupe_a", "tupe_r"])
 def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
-    """The H x n x n term is computed once per stack and forward (not per layer), read at
-    the padded source's positions once for all layers, and a few times over 40 steps."""
+    """``p~ U_Q``, ``p~ U_K`` and their H x n x n product are computed once per stack and
+    forward (not per layer), read at the padded source's positions once for all layers,
+    and a few times over 40 steps."""
     model, d = build_model(encoding)
     terms, reads = [], []
-    original_term, original_read = tupe.TupeA.positional_term, base.gather_absolute_pairs
+    original_term, original_read = tupe.TupeA.projections, base.gather_absolute_pairs
 
     def counting_term(self, n):
         terms.append(n)
@@ -179,7 +180,7 @@ def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
         reads.append(args[0].shape)
         return original_read(*args)
 
-    monkeypatch.setattr(tupe.TupeA, "positional_term", counting_term)
+    monkeypatch.setattr(tupe.TupeA, "projections", counting_term)
     monkeypatch.setattr(base, "gather_absolute_pairs", counting_read)
     matmuls = []  # the only 3-D matmul is (p~ U_Q)(p~ U_K)^T; attention's are 4-D
     matmul = torch.matmul
@@ -204,7 +205,7 @@ def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
             model.decoder(prefix, enc_out, incremental_state=state)
             prefix = torch.cat([prefix, torch.full((3, 1), 5)], 1)
     assert len(terms) == len(matmuls) <= 3, terms  # a window grown geometrically
-    assert len(buckets) == (len(terms) if encoding == "tupe_r" else 0)
+    assert len(buckets) <= (3 if encoding == "tupe_r" else 0)
 
 
 @pytest.mark.parametrize("encoding", ["tupe_a", "tupe_r"])
@@ -236,7 +237,7 @@ def test_sequence_longer_than_table_is_an_error():
     model.encoder(src, torch.tensor([8]))
     attn = build_attention("tupe_a", causal=False, max_positions=5)
     x = torch.randn(6, 1, 8, dtype=torch.float64)
-    with attn.memo.scope(), pytest.raises(ValueError, match="--tupe-max-len"):
+    with attn.scope.open(), pytest.raises(ValueError, match="--tupe-max-len"):
         attn(x, x, x, need_weights=False)
 
 

@@ -7,7 +7,8 @@ so an encoding registers itself by living in its own module with ``@register_enc
 import importlib
 import pkgutil
 
-from .base import PositionEncoding, PositionMemo, RelativeScalarBias
+from ..context import PositionContext, PositionKind, PositionScope
+from .base import PositionEncoding, RelativeScalarBias
 from .registry import ENCODINGS, get_encoding, register_encoding
 
 for _module in pkgutil.iter_modules(__path__):
@@ -16,8 +17,10 @@ for _module in pkgutil.iter_modules(__path__):
 
 __all__ = [
     "ENCODINGS",
+    "PositionContext",
     "PositionEncoding",
-    "PositionMemo",
+    "PositionKind",
+    "PositionScope",
     "RelativeScalarBias",
     "get_encoding",
     "register_encoding",

@@ -7,6 +7,14 @@ authors' ``get_slopes``). The paper's decoder adds ``m_h (j - i)`` for ``j <= i`
 same number; in the encoder the penalty is symmetric (SPEC.md). No parameters; the bias is
 the same for every layer, so it is computed once per stack and forward.
 
+In the causal decoder the bias is also exactly a rank-1 term over key positions: for
+``j <= i``, ``-m_h (i - j) = m_h j - m_h i``, and ``-m_h i`` is the same for every key of a row,
+which a softmax ignores. :meth:`Alibi.factors` gives it as ``P_Q[i] . P_K[j] = m_h j``
+(``j`` split as ``16 floor(j/16) + (j mod 16)``, two parts that bf16 and fp16 hold exactly
+up to ``j = 4095``), so that a fused attention kernel can run it with the causal mask and
+no ``T x T`` bias (``low_rank_exact``). Keys after the query get ``m_h j`` instead of
+``-m_h (j - i)``; the causal mask removes both.
+
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.
 """
@@ -19,6 +27,7 @@ import math
 import torch
 from torch import Tensor
 
+from ..context import PositionContext
 from .base import RelativeScalarBias
 from .registry import register_encoding
 
@@ -38,9 +47,14 @@ def alibi_slopes(num_heads: int) -> list[float]:
 class Alibi(RelativeScalarBias):
     name = "alibi"
 
-    def __init__(self, num_heads: int) -> None:
+    #: Rows of :meth:`factors`: any length (the two-part split is exact below 4096).
+    max_len = 4096
+
+    def __init__(self, num_heads: int, causal: bool = False) -> None:
         super().__init__()
         self.register_buffer("slopes", torch.tensor(alibi_slopes(num_heads)), persistent=False)
+        #: Causal: the bias also has the exact rank-1 form of :meth:`factors`.
+        self.low_rank_exact = causal
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -48,8 +62,16 @@ class Alibi(RelativeScalarBias):
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Alibi":
-        return cls(num_heads)
+        return cls(num_heads, causal)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         r = torch.arange(r_lo, r_hi + 1, device=self.slopes.device, dtype=self.slopes.dtype)
         return -self.slopes[:, None] * r.abs()[None, :]
+
+    def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """The causal bias up to a per-row constant: ``P_Q[i] = (m_h, m_h)``,
+        ``P_K[j] = (16 floor(j/16), j mod 16)``, so ``P_Q[i] . P_K[j] = m_h j``."""
+        j = torch.arange(length, device=self.slopes.device)
+        p_k = torch.stack([j - j % 16, j % 16], dim=-1).to(self.slopes.dtype)[None]  # 1, n, 2
+        p_q = self.slopes[:, None, None].expand(-1, length, 2)  # H, n, 2
+        return p_q, p_k

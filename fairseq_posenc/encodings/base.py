@@ -1,96 +1,54 @@
-"""What every position encoding shares: where it acts, sharing across layers, caching.
+"""What every position encoding shares: its declared kind, sharing across layers, caching.
 
 An encoding acts either at the input (fairseq's own position embeddings; self-attention
-stays stock) or inside self-attention, through hooks that
-:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` calls, in this order:
+stays stock) or inside self-attention through one or more *position terms*
+(:meth:`PositionEncoding.terms`; usually the encoding itself). Each term declares its
+:class:`~fairseq_posenc.context.PositionKind`, and
+:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` computes each kind in one
+way, choosing the fastest exact kernel for it:
 
-* :meth:`PositionEncoding.project_sequence` -- replace the keys' and values' input by a
-  projection along the sequence (Linformer, ``diet_abs_lin``);
-* :meth:`PositionEncoding.rotate_qk` -- transform queries and keys (RoPE);
-* :attr:`PositionEncoding.content_scale` -- a constant on ``q_i.k_j / sqrt(d_h)`` (TUPE);
-* :meth:`PositionEncoding.content_logits` -- replace ``q_i.k_j / sqrt(d_h)`` altogether
+* ``DISTANCE_BIAS`` / ``DISTANCE_SCALE`` -- :meth:`RelativeScalarBias.distance_bias`, a
+  per-head table over a range of distances ``r = j - i``, added to the logits or
+  multiplying ``q_i.k_j`` (Huang et al.'s methods 1-2);
+* ``PAIR_BIAS`` -- :meth:`PositionEncoding.pair_bias`, content-free per pair (segments,
+  TUPE with its [CLS] reset);
+* ``LOW_RANK`` -- :meth:`PositionEncoding.factors`, ``P_Q, P_K`` over absolute positions
+  whose product is added to the logits (DIET-ABS, TUPE);
+* ``ROTATION`` -- :meth:`PositionEncoding.rotate_qk` (RoPE);
+* ``CONTENT_BIAS`` / ``PROBABILITIES`` -- :meth:`PositionEncoding.logit_bias` from the
+  queries or keys, and :meth:`PositionEncoding.value_term` from the probabilities (Shaw);
+* ``CONTENT_LOGITS`` -- :meth:`PositionEncoding.content_logits` replacing ``q_i.k_j``
   (Huang et al.'s method 3);
-* :meth:`PositionEncoding.logit_scale` -- a factor on the content logits (Huang 1-2);
-* :meth:`PositionEncoding.logit_bias` -- a term added to the scaled logits ``e_ij``;
-* :meth:`PositionEncoding.value_term` -- a term added to the attention output (only
-  encodings that need the attention probabilities, e.g. Shaw's value table).
+* ``PROJECTION`` -- :meth:`PositionEncoding.project_sequence` and
+  :meth:`PositionEncoding.projected_bias` (DIET-ABS on a Linformer).
+
+:attr:`PositionEncoding.content_scale` is a constant on ``q_i.k_j / sqrt(d_h)`` (TUPE).
 
 ``--pos-layers`` (:func:`layers_with_encoding`) chooses the layers that get the encoding:
 every layer, or the first only (AT5's translation setting).
 
-Biases that do not depend on content are cached in a :class:`PositionMemo`: the stack
-(encoder or decoder) opens one per forward, so a table shared by all layers is expanded
-once per forward, and during incremental decoding the decoder keeps one per generated
-sequence, so each step only slices a precomputed per-distance table.
+Content-free values are cached in the stack's
+:class:`~fairseq_posenc.context.PositionContext`, keyed by the term that owns them: a table
+shared by all layers is expanded once per forward, and while decoding each step only slices
+a table computed for a window that grows geometrically.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-from typing import Any, Callable, ClassVar, Iterator, Optional, TypeVar
+from typing import Any, ClassVar, Optional
 
 import torch
 from torch import Tensor, nn
 
+from ..context import PositionContext, PositionKind, Window
 from ..positions import (
     clipped_index,
     distance_range,
     expand_distance_bias,
     gather_absolute_pairs,
-    real_positions,
     relative_positions,
 )
-
-
-V = TypeVar("V")
-
-
-class PositionMemo:
-    """Cache shared by the self-attention layers of one stack.
-
-    ``store`` is ``None`` outside a forward (nothing is cached: e.g. when activation
-    checkpointing recomputes a layer during backward), a fresh dict during a full forward,
-    and the per-sequence dict kept in fairseq's ``incremental_state`` while decoding.
-    """
-
-    def __init__(self) -> None:
-        self.store: Optional[dict[Any, Any]] = None
-        self.incremental = False
-
-    @contextlib.contextmanager
-    def scope(self, store: Optional[dict[Any, Any]] = None) -> Iterator[None]:
-        saved = self.store, self.incremental
-        self.incremental = store is not None
-        self.store = {} if store is None else store
-        try:
-            yield
-        finally:
-            self.store, self.incremental = saved
-
-    def cached(self, key: Any, fits: Callable[[Any], bool], compute: Callable[[], V]) -> V:
-        """The value stored under ``key`` if ``fits(value)``, else ``compute()`` (stored)."""
-        hit = self.store.get(key) if self.store is not None else None
-        if hit is not None and fits(hit):
-            return hit
-        value = compute()
-        if self.store is not None:
-            self.store[key] = value
-        return value
-
-    def real_positions(self, padding_mask: Optional[Tensor], length: int,
-                       device: torch.device) -> Tensor:
-        """:func:`~fairseq_posenc.positions.real_positions`, computed once per forward:
-        every layer of a stack receives the same padding-mask tensor."""
-        if padding_mask is None:
-            return real_positions(None, length, device)
-        return self.cached("real_positions", lambda hit: hit[0] is padding_mask,
-                           lambda: (padding_mask, real_positions(padding_mask, length, device)))[1]
-
-    def ahead(self, n: int) -> int:
-        """How far to compute when ``n`` is needed. Decoding needs one more position per
-        step, so it allocates ahead and the following steps only slice."""
-        return 2 * n + 16 if self.incremental else n
 
 
 class PositionEncoding(nn.Module):
@@ -157,139 +115,185 @@ class PositionEncoding(nn.Module):
         flag = cls.max_len_flag
         return flag if flag and getattr(args, flag[2:].replace("-", "_")) else None
 
-    # -- hooks called by the attention ------------------------------------------------
-    has_value_term: bool = False
+    # -- what the term is, and what the attention calls for its kind ----------------
+    #: The kind of this term (see :class:`~fairseq_posenc.context.PositionKind`). A class
+    #: may set it per instance when a constructor argument changes it (Shaw's value table,
+    #: TUPE's reset, a causal ALiBi).
+    kind: PositionKind
     #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
     content_scale: float = 1.0
+    #: A ``DISTANCE_BIAS`` that equals a ``LOW_RANK`` term (:meth:`factors`, over
+    #: :attr:`max_len` positions) under the causal mask, up to a constant per query, which
+    #: a softmax ignores (causal ALiBi).
+    low_rank_exact: bool = False
 
-    def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
-                         memo: PositionMemo) -> Optional[Tensor]:
-        """``(k_len', B, C)``: the input that keys and values are computed from, projected
-        along the sequence (padding excluded), or None to use ``x`` (``(T, B, C)``) itself.
-        When projected, the keys have no padding and positions ``0..k_len'-1``."""
-        return None
+    def terms(self) -> tuple["PositionEncoding", ...]:
+        """The position terms this encoding adds to a layer: itself, unless it is a sum of
+        terms of different kinds (TUPE-R: a low-rank term and a distance bias)."""
+        return (self,)
+
+    def pair_bias(self, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+        """``PAIR_BIAS``: ``(B or 1, H, q_len, k_len)`` added to the logits.
+        ``key_padding_mask`` is the padding of the self-attention input, cache included
+        (``(B, q_offset + q_len)``, True at padding, or None)."""
+        raise NotImplementedError
+
+    def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """``LOW_RANK``: ``P_Q, P_K`` of shape ``(H or 1, n, d_p)`` over absolute positions
+        ``0..n-1``, ``n >= length``, scaled so that the term is ``P_Q[pos_i] . P_K[pos_j]``.
+        Positions count real tokens; :attr:`max_len` bounds them."""
+        raise NotImplementedError
+
+    #: ``LOW_RANK``: the number of absolute positions the factors have.
+    max_len: int
+
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int,
+                  ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """``ROTATION``: this step's queries and keys (both at positions ``q_offset + t``),
+        transformed before keys are cached."""
+        raise NotImplementedError
+
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int,
+                   ctx: PositionContext) -> Tensor:
+        """``CONTENT_BIAS``, ``PROBABILITIES``: term added to ``e_ij`` (after scaling),
+        broadcastable to ``(B, H, q_len, k_len)``; ``q`` is the already scaled query
+        ``(B, H, q_len, d_h)``, ``k`` the keys ``(B, H, k_len, d_h)``."""
+        raise NotImplementedError
 
     def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
-                       memo: PositionMemo) -> Optional[Tensor]:
-        """``(B, H, q_len, k_len)`` replacing ``q_i.k_j`` (``q`` already scaled), or None."""
-        return None
+                       ctx: PositionContext) -> Tensor:
+        """``CONTENT_LOGITS``: ``(B, H, q_len, k_len)`` replacing ``q_i.k_j`` (``q``
+        already scaled)."""
+        raise NotImplementedError
 
-    def rotate_qk(
-        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo
-    ) -> tuple[Tensor, Tensor]:
-        """Transform this step's queries and keys (both at positions ``q_offset + t``)
-        before keys are cached; identity unless the encoding acts on q and k (RoPE)."""
-        return q, k
+    def value_term(self, probs: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
+        """``PROBABILITIES``: term added to ``sum_j p_ij v_j``, ``(B, H, q_len, d_h)``."""
+        raise NotImplementedError
 
-    def logit_bias(
-        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-        key_padding_mask: Optional[Tensor] = None,
-    ) -> Optional[Tensor]:
-        """Term added to ``e_ij`` (after scaling), broadcastable to ``(B, H, q_len, k_len)``.
+    def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
+                         ctx: PositionContext) -> Tensor:
+        """``PROJECTION``: ``(k_len', B, C)``, the input that keys and values are computed
+        from, projected along the sequence (padding excluded) from ``x`` (``(T, B, C)``).
+        The projected keys have no padding."""
+        raise NotImplementedError
 
-        ``q`` is the already scaled query ``(B, H, q_len, d_h)``, ``k`` the keys
-        ``(B, H, k_len, d_h)``; content-free encodings use only their lengths.
-        ``key_padding_mask`` is the padding of the self-attention input, cache included
-        (``(B, q_offset + q_len)``, True at padding, or None): what absolute encodings need
-        to count positions over real tokens. It equals the keys' padding unless
-        :meth:`project_sequence` replaced the keys.
-        """
-        return None
-
-    def logit_scale(self, q_len: int, k_len: int, q_offset: int,
-                    memo: PositionMemo) -> Optional[Tensor]:
-        """Factor multiplying ``q_i.k_j / sqrt(d_h)``, broadcastable to ``(B, H, q_len,
-        k_len)`` (Huang et al.'s multiplicative methods); None for additive encodings."""
-        return None
-
-    def value_term(self, probs: Tensor, q_offset: int, memo: PositionMemo) -> Tensor:
-        """Term added to ``sum_j p_ij v_j``, shape ``(B, H, q_len, d_h)``."""
+    def projected_bias(self, q_len: int, key_padding_mask: Optional[Tensor],
+                       ctx: PositionContext) -> Tensor:
+        """``PROJECTION``: ``(B or 1, H, q_len, k_len')`` added to the logits over the
+        projected keys; ``key_padding_mask`` is the padding of the input."""
         raise NotImplementedError
 
 
 class RelativeScalarBias(PositionEncoding):
-    """``e_ij += b_h(r)``: a content-free scalar per head and relative distance ``r = j - i``.
+    """``b_h(r)``: a content-free scalar per head and relative distance ``r = j - i``,
+    added to the logits (``DISTANCE_BIAS``) or, for Huang et al.'s multiplicative methods,
+    multiplying ``q_i.k_j`` (``DISTANCE_SCALE``).
 
-    Subclasses implement :meth:`distance_bias` for a range of distances; this class
-    expands it to the ``(H, q_len, k_len)`` bias and caches both the per-distance table and
-    the expansion in the stack's :class:`PositionMemo`.
+    Subclasses implement :meth:`distance_bias` for a range of distances; :meth:`expanded`
+    turns it into the ``(H, q_len, k_len)`` term, caching both the per-distance table and
+    the expansion in the stack's context.
     """
+
+    kind = PositionKind.DISTANCE_BIAS
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""
         raise NotImplementedError
 
-    def _per_distance(self, r_lo: int, r_hi: int, memo: PositionMemo) -> tuple[Tensor, int]:
-        def compute() -> tuple[Tensor, int, int]:
-            lo, hi = -memo.ahead(-r_lo), (memo.ahead(r_hi) if r_hi > 0 else r_hi)
-            return self.distance_bias(lo, hi), lo, hi
-
-        table, lo, _ = memo.cached((id(self), "per_distance"),
-                                   lambda hit: hit[1] <= r_lo and hit[2] >= r_hi, compute)
-        return table, lo
-
-    #: True: the table multiplies the logits (logit_scale) instead of adding to them.
-    multiplicative: ClassVar[bool] = False
-
-    def logit_bias(
-        self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-        key_padding_mask: Optional[Tensor] = None,
-    ) -> Optional[Tensor]:
-        if self.multiplicative:
-            return None
-        return self._expanded(q.size(-2), k.size(-2), q_offset, memo)
-
-    def logit_scale(self, q_len: int, k_len: int, q_offset: int,
-                    memo: PositionMemo) -> Optional[Tensor]:
-        return self._expanded(q_len, k_len, q_offset, memo) if self.multiplicative else None
-
-    def _expanded(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
+    def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
+        """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``."""
         def compute() -> Tensor:
-            table, r_lo = self._per_distance(*distance_range(q_len, k_len, q_offset), memo)
-            return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
+            r_lo, r_hi = distance_range(q_len, k_len, q_offset)
+            table = ctx.window(self, "per_distance", r_lo, r_hi,
+                               lambda lo, hi: Window(self.distance_bias(lo, hi), lo, hi))
+            return expand_distance_bias(table.rows(r_lo, r_hi), r_lo, q_len, k_len, q_offset)
 
-        if memo.incremental:  # one row per step: a slice, not worth keeping
+        if ctx.incremental:  # one row per step: a slice, not worth keeping
             return compute()
-        return memo.cached((id(self), q_len, k_len, q_offset), lambda hit: True, compute)
+        return ctx.latest(self, "expanded", (q_len, k_len, q_offset), compute)
 
 
 def clipped_distance_index(
-    q_len: int, k_len: int, q_offset: int, r_lo: int, r_hi: int, memo: PositionMemo,
+    q_len: int, k_len: int, q_offset: int, r_lo: int, r_hi: int, ctx: PositionContext,
     device: torch.device,
 ) -> Tensor:
     """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
     of vectors. Content-free and the same for every layer with the same clip range, so the
-    latest one is kept in the memo."""
-    shape = (q_len, k_len, q_offset)
-    return memo.cached(
-        ("clipped_distance_index", r_lo, r_hi),
-        lambda hit: hit[0] == shape,
-        lambda: (shape, clipped_index(relative_positions(q_len, k_len, q_offset, device),
-                                      r_lo, r_hi)),
-    )[1]
+    latest one is kept in the context."""
+    return ctx.latest(
+        ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
+        lambda: clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi),
+    )
 
 
 def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
                        q_offset: int, key_padding_mask: Optional[Tensor],
-                       memo: PositionMemo) -> Tensor:
+                       ctx: PositionContext) -> Tensor:
     """Read an ``(H, n, n)`` table over absolute positions (``n >= k_len``) at the real
     positions of each row: ``(B or 1, H, q_len, k_len)``.
 
     Without padding the positions are the indices (a slice). With padding the gather is
     done once per forward for all layers that share ``owner`` (they all get the same mask
     tensor); during decoding it is one row per step, and nothing that depends on the batch
-    is kept in the decoding memo (it is never reordered)."""
+    is kept in the decoding context (it is never reordered)."""
     if key_padding_mask is None:
         return table[:, q_offset:k_len, :k_len]
-    positions = memo.real_positions(key_padding_mask, k_len, table.device)
-    if memo.incremental:
-        return gather_absolute_pairs(table, positions, q_offset)
-    shape = (q_len, k_len, q_offset)
-    return memo.cached(
-        (id(owner), "absolute_pair_bias"),
-        lambda hit: hit[0] is key_padding_mask and hit[1] == shape,
-        lambda: (key_padding_mask, shape, gather_absolute_pairs(table, positions, q_offset)),
-    )[2]
+    positions = ctx.real_positions(key_padding_mask, k_len, table.device)
+    return ctx.latest(owner, "absolute_pair_bias", (key_padding_mask, q_len, k_len, q_offset),
+                      lambda: gather_absolute_pairs(table, positions, q_offset),
+                      batch_dependent=True)
+
+
+def check_max_len(term: PositionEncoding, k_len: int, positions: Optional[Tensor]) -> None:
+    """Direct use of an absolute term on a longer sequence (the stack rejects such inputs
+    first, with :meth:`PositionEncoding.max_length`)."""
+    if k_len > term.max_len and (positions is None or int(positions.max()) >= term.max_len):
+        raise ValueError(
+            f"{term.name}: a sequence has more than {term.max_len} tokens, the rows of its "
+            f"position table; train with a larger {term.max_len_flag} (default: "
+            "--max-source/target-positions) or shorten the input.")
+
+
+def low_rank_product(term: PositionEncoding, length: int, ctx: PositionContext) -> Tensor:
+    """``P_Q P_K^T``: ``(H, n, n)`` for some ``n >= length``, per forward (content-free)."""
+    def compute(lo: int, hi: int) -> Window:
+        p_q, p_k = term.factors(min(hi + 1, term.max_len), ctx)
+        return Window(torch.matmul(p_q, p_k.transpose(-1, -2)), 0, p_q.size(-2) - 1)
+
+    return ctx.window(term, "product", 0, length - 1, compute).table
+
+
+def _real_positions(key_padding_mask: Optional[Tensor], k_len: int,
+                    ctx: PositionContext) -> Optional[Tensor]:
+    if key_padding_mask is None:
+        return None
+    return ctx.real_positions(key_padding_mask, k_len, key_padding_mask.device)
+
+
+def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+    """A ``LOW_RANK`` term as a pair bias ``(B or 1, H, q_len, k_len)``: the product
+    ``P_Q P_K^T`` once per forward, read at the rows' real positions."""
+    check_max_len(term, k_len, _real_positions(key_padding_mask, k_len, ctx))
+    product = low_rank_product(term, min(k_len, term.max_len), ctx)
+    return absolute_pair_bias(term, product, q_len, k_len, q_offset, key_padding_mask, ctx)
+
+
+def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
+                      key_padding_mask: Optional[Tensor],
+                      ctx: PositionContext) -> tuple[Tensor, Tensor]:
+    """A ``LOW_RANK`` term as extra query and key dimensions, ``P_Q[pos_i]``
+    ``(B or 1, H or 1, q_len, d_p)`` and ``P_K[pos_j]`` ``(B or 1, H or 1, k_len, d_p)``,
+    so that ``[q, P_Q[pos_i]] . [k, P_K[pos_j]] = q.k + (P_Q P_K^T)[pos_i, pos_j]``."""
+    positions = _real_positions(key_padding_mask, k_len, ctx)
+    check_max_len(term, k_len, positions)
+    p_q, p_k = term.factors(min(k_len, term.max_len), ctx)
+    if positions is None:  # the indices: slices
+        return p_q[None, :, q_offset:k_len], p_k[None, :, :k_len]
+    positions = positions.to(p_q.device)
+    return (p_q[:, positions[:, q_offset:]].transpose(0, 1),
+            p_k[:, positions].transpose(0, 1))
 
 
 SHARING_CHOICES = ("none", "layer", "head")

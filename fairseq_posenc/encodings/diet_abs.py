@@ -8,9 +8,11 @@ position term is not scaled. ``--diet-abs-symmetric`` ties ``P_K = P_Q`` (Chen e
 
 Sharing (``--diet-abs-sharing``, DIET section 5): ``layer`` (default, the paper's choice for
 DIET-ABS: one set of per-head tables for all layers), ``none``, or ``head`` (one table per
-layer for all heads). ``P_Q P_K^T`` is a content-free ``H x n x n`` matrix: it is computed
-once per forward for the positions in use (once for all layers when shared) and, while
-decoding, once for a window that grows geometrically, so each step gathers from it.
+layer for all heads). The term is low-rank (``LOW_RANK``): the attention either adds ``P_Q P_K^T``, a
+content-free ``H x n x n`` matrix computed once per forward for the positions in use (once
+for all layers when shared; while decoding, for a window that grows geometrically, so each
+step gathers from it), or, in a fused kernel, attends with ``[q_i, P_Q[i]] . [k_j, P_K[j]]``,
+which is the same number without any ``len x len`` tensor.
 
 Positions count real tokens (``i``-th real token = position ``i``), so a left-padded source
 is encoded exactly like the same source alone. A sequence longer than ``n`` is an error.
@@ -26,11 +28,10 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..context import PositionContext, PositionKind
 from .base import (
     SHARING_CHOICES,
     PositionEncoding,
-    absolute_pair_bias,
-    PositionMemo,
     add_max_len_arg,
     check_optional_positive,
     init_scalar_table,
@@ -41,6 +42,7 @@ from .registry import register_encoding
 @register_encoding
 class DietAbs(PositionEncoding):
     name = "diet_abs"
+    kind = PositionKind.LOW_RANK
     max_len_flag = "--diet-abs-max-len"
 
     def __init__(self, num_heads: int, max_len: int, rank: int, symmetric: bool) -> None:
@@ -78,21 +80,6 @@ class DietAbs(PositionEncoding):
         return cls(heads, args.diet_abs_max_len or max_positions,
                    args.diet_abs_rank or head_dim, args.diet_abs_symmetric)
 
-    def _product(self, length: int, memo: PositionMemo) -> Tensor:
-        """``(P_Q P_K^T)[:, :L, :L]`` for some ``L >= length``, cached in the memo."""
-        def compute() -> Tensor:
-            n = min(memo.ahead(length), self.max_len)
-            p_q = self.p_q[:, :n]
-            p_k = p_q if self.p_k is None else self.p_k[:, :n]
-            return torch.matmul(p_q, p_k.transpose(-1, -2))
-
-        return memo.cached((id(self), "product"), lambda hit: hit.size(-1) >= length, compute)
-
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
-        k_len = k.size(-2)
-        # Positions are < k_len, and the stack has already rejected sequences with more
-        # real tokens than the table (max_length), so this window always suffices.
-        product = self._product(min(k_len, self.max_len), memo)
-        return absolute_pair_bias(self, product, q.size(-2), k_len, q_offset,
-                                  key_padding_mask, memo)
+    def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        p_q = self.p_q[:, :length]
+        return p_q, (p_q if self.p_k is None else self.p_k[:, :length])

@@ -40,13 +40,13 @@ from torch import Tensor, nn
 from .base import (
     SHARING_CHOICES,
     PositionEncoding,
-    PositionMemo,
     add_max_len_arg,
     check_optional_positive,
     check_positive,
     init_scalar_table,
     layers_with_encoding,
 )
+from ..context import PositionContext, PositionKind
 from .diet_abs import DietAbs
 from .registry import register_encoding
 
@@ -61,15 +61,16 @@ class LinTables(nn.Module):
         init_scalar_table(self.p_q)
         init_scalar_table(self.p_k)
 
-    def product(self, memo: PositionMemo) -> Tensor:
+    def product(self, ctx: PositionContext) -> Tensor:
         """``P_Q P_K^T``: ``H x n x k``, once per forward (content-free)."""
-        return memo.cached((id(self), "product"), lambda hit: True,
-                           lambda: torch.matmul(self.p_q, self.p_k.transpose(-1, -2)))
+        return ctx.latest(self, "product", None,
+                          lambda: torch.matmul(self.p_q, self.p_k.transpose(-1, -2)))
 
 
 @register_encoding
 class DietAbsLin(PositionEncoding):
     name = "diet_abs_lin"
+    kind = PositionKind.PROJECTION
     max_len_flag = "--diet-abs-lin-max-len"
 
     def __init__(self, tables: LinTables, max_len: int, k: int) -> None:
@@ -125,21 +126,20 @@ class DietAbsLin(PositionEncoding):
         return dec
 
     def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
-                         memo: PositionMemo) -> Tensor:
+                         ctx: PositionContext) -> Tensor:
         length = x.size(0)
         if key_padding_mask is None:
             return torch.matmul(self.e[:, :length].to(x.dtype), x.flatten(1)).view(
                 -1, *x.shape[1:])
-        positions = memo.real_positions(key_padding_mask, length, x.device)  # (B, T)
+        positions = ctx.real_positions(key_padding_mask, length, x.device)  # (B, T)
         e = self.e.to(x.dtype)[:, positions]  # (k, B, T): column of each token's position
         e = e.masked_fill(key_padding_mask.to(torch.bool)[None], 0.0)
         return torch.einsum("kbt,tbc->kbc", e, x)
 
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
-        product = self.tables.product(memo)  # (H, n, k)
-        q_len = q.size(-2)
+    def projected_bias(self, q_len: int, key_padding_mask: Optional[Tensor],
+                       ctx: PositionContext) -> Tensor:
+        product = self.tables.product(ctx)  # (H, n, k)
         if key_padding_mask is None:
             return product[:, :q_len]
-        positions = memo.real_positions(key_padding_mask, q_len, q.device)  # (B, T)
+        positions = ctx.real_positions(key_padding_mask, q_len, key_padding_mask.device)
         return product[:, positions].transpose(0, 1)  # (B, H, T, k)

@@ -6,7 +6,8 @@ distance, ``n`` of them (``n`` = max positions), starting at 1 so that training 
 plain attention. The paper applies no clipping here; ``--huang1-clip K`` optionally clips
 ``|j - i|`` at ``K`` (issue request: an optional clip for every Huang method).
 
-Being a factor on the logits, it needs the explicit attention path (logits materialised).
+A factor on the logits (``DISTANCE_SCALE``): the explicit attention path (logits
+materialised).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..context import PositionKind
 from .base import RelativeScalarBias, check_optional_positive
 from .registry import register_encoding
 
@@ -46,7 +48,7 @@ class OptionalClip:
 @register_encoding
 class Huang1(OptionalClip, RelativeScalarBias):
     name = "huang1"
-    multiplicative = True
+    kind = PositionKind.DISTANCE_SCALE
 
     def __init__(self, num_heads: int, clip: int) -> None:
         super().__init__()

@@ -13,6 +13,7 @@ import argparse
 
 from torch import nn
 
+from ..context import PositionKind
 from .diet_rel import DietRel
 from .huang1 import OptionalClip, huang_clip
 from .registry import register_encoding
@@ -21,7 +22,7 @@ from .registry import register_encoding
 @register_encoding
 class Huang2(OptionalClip, DietRel):
     name = "huang2"
-    multiplicative = True
+    kind = PositionKind.DISTANCE_SCALE
 
     def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
         super().__init__(num_heads, max_len, causal)

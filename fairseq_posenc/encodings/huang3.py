@@ -25,7 +25,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .base import PositionEncoding, PositionMemo, clipped_distance_index
+from ..context import PositionContext, PositionKind
+from .base import PositionEncoding, clipped_distance_index
 from .huang1 import OptionalClip, huang_clip
 from .registry import register_encoding
 
@@ -33,6 +34,7 @@ from .registry import register_encoding
 @register_encoding
 class Huang3(OptionalClip, PositionEncoding):
     name = "huang3"
+    kind = PositionKind.CONTENT_LOGITS
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
         super().__init__()
@@ -45,8 +47,8 @@ class Huang3(OptionalClip, PositionEncoding):
         return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
 
     def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
-                       memo: PositionMemo) -> Tensor:
+                       ctx: PositionContext) -> Tensor:
         idx = clipped_distance_index(q.size(-2), k.size(-2), q_offset, self.r_lo, self.r_hi,
-                                     memo, q.device)
+                                     ctx, q.device)
         gate = self.rel_gate.to(q.dtype)[:, idx]  # H, q_len, k_len, d_h: inherent to method 3
         return torch.einsum("bhid,bhjd,hijd->bhij", q, k, gate)

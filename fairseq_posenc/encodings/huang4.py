@@ -11,15 +11,13 @@ tensor, and only the ``2 len - 1`` distances in use take part. Tables start as N
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 import torch
 from torch import Tensor, nn
 
+from ..context import PositionContext, PositionKind
 from ..positions import distance_range
 from .base import (
     PositionEncoding,
-    PositionMemo,
     clipped_distance_index,
     init_scalar_table,
 )
@@ -30,6 +28,7 @@ from .registry import register_encoding
 @register_encoding
 class Huang4(OptionalClip, PositionEncoding):
     name = "huang4"
+    kind = PositionKind.CONTENT_BIAS
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
         super().__init__()
@@ -41,13 +40,12 @@ class Huang4(OptionalClip, PositionEncoding):
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang4":
         return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
 
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
         # Only the distances this attention has: the table may hold 2n-1 >> 2 len rows.
         r_min, r_max = distance_range(q_len, k_len, q_offset)
         lo, hi = max(self.r_lo, r_min), min(self.r_hi, r_max)
-        idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, memo, q.device)
+        idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, ctx, q.device)
         rows = self.rel_emb[:, lo - self.r_lo:hi - self.r_lo + 1]
         table = rows.to(q.dtype).transpose(-1, -2)  # H, d_h, R
         q_term = torch.matmul(q, table)  # B, H, q_len, R  (q is already scaled)

@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 from typing import Optional
 
+from ..context import PositionKind
 from .base import PositionEncoding
 from .registry import register_encoding
 
 
 class InputEncoding(PositionEncoding):
     at_input = True
+    kind = PositionKind.INPUT
     #: (no_token_positional_embeddings, learned_pos) for fairseq's transformer.
     fairseq_flags: tuple[bool, bool]
 

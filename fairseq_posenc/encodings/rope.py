@@ -21,7 +21,8 @@ import argparse
 import torch
 from torch import Tensor
 
-from .base import PositionEncoding, PositionMemo
+from ..context import PositionContext, PositionKind, Window
+from .base import PositionEncoding
 from .registry import register_encoding
 
 
@@ -43,6 +44,7 @@ def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
 @register_encoding
 class Rope(PositionEncoding):
     name = "rope"
+    kind = PositionKind.ROTATION
 
     def __init__(self, head_dim: int, base: float) -> None:
         super().__init__()
@@ -69,20 +71,21 @@ class Rope(PositionEncoding):
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
         return cls(head_dim, args.rope_base)
 
-    def _rotations(self, end: int, dtype: torch.dtype, memo: PositionMemo) -> Tensor:
+    def _rotations(self, end: int, dtype: torch.dtype, ctx: PositionContext) -> Tensor:
         """``e^(i p theta_j)`` for positions ``p = 0..end-1`` (at least), ``(end, d_h/2)``,
         complex of ``dtype``'s precision; computed in float64, cached per forward (per
         sequence while decoding)."""
-        def compute() -> Tensor:
-            positions = torch.arange(memo.ahead(end), dtype=torch.float64, device=self.theta.device)
+        def compute(lo: int, hi: int) -> Window:
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=self.theta.device)
             angles = positions[:, None] * self.theta
             rotation = torch.polar(torch.ones_like(angles), angles)
-            return rotation.to(torch.complex128 if dtype == torch.float64 else torch.complex64)
+            complex_type = torch.complex128 if dtype == torch.float64 else torch.complex64
+            return Window(rotation.to(complex_type), 0, hi, dim=0)
 
-        return memo.cached((id(self), "rotations", dtype),
-                           lambda hit: hit.size(0) >= end, compute)
+        return ctx.window(self, f"rotations {dtype}", 0, end - 1, compute).table
 
-    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo):
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int,
+                  ctx: PositionContext) -> tuple[Tensor, Tensor]:
         end = q_offset + q.size(-2)
-        rotation = self._rotations(end, q.dtype, memo)[q_offset:end]
+        rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
         return rotate_pairs(q, rotation), rotate_pairs(k, rotation)

@@ -24,7 +24,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .base import PositionEncoding, PositionMemo, check_positive, clipped_distance_index
+from ..context import PositionContext, PositionKind
+from .base import PositionEncoding, check_positive, clipped_distance_index
 from .registry import register_encoding
 
 
@@ -42,7 +43,8 @@ class Shaw(PositionEncoding):
         if values:
             self.rel_value = nn.Parameter(torch.empty(rows, head_dim))
             nn.init.xavier_uniform_(self.rel_value)
-        self.has_value_term = values
+        # keys only: a bias that reads q; with values, a term on the probabilities too
+        self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -60,20 +62,19 @@ class Shaw(PositionEncoding):
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":
         return cls(head_dim, args.shaw_clip, causal, not args.shaw_no_value)
 
-    def _index(self, q_len: int, k_len: int, q_offset: int, memo: PositionMemo) -> Tensor:
-        return clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, memo,
+    def _index(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
+        return clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, ctx,
                                       self.rel_key.device)
 
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         k_len = k.size(-2)
-        idx = self._index(q.size(-2), k_len, q_offset, memo)
+        idx = self._index(q.size(-2), k_len, q_offset, ctx)
         per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
         return per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))
 
-    def value_term(self, probs: Tensor, q_offset: int, memo: PositionMemo) -> Tensor:
+    def value_term(self, probs: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         assert self.rel_value is not None
-        idx = self._index(probs.size(-2), probs.size(-1), q_offset, memo)
+        idx = self._index(probs.size(-2), probs.size(-1), q_offset, ctx)
         rows = self.rel_value.size(0)
         per_distance = probs.new_zeros(*probs.shape[:-1], rows)
         per_distance.scatter_add_(-1, idx.expand_as(probs), probs)

@@ -20,11 +20,15 @@ scaled absolute term and the sum to the scaled word logits.
 
 Sharing and caching, as in the official code (computed once in the encoder and passed to
 every layer): ``p``, the LayerNorm, ``U_Q``, ``U_K``, the bucket table and ``theta`` form one
-module per stack, shared by all its layers. The whole content-free positional term (absolute
-+ relative + reset) is an ``H x n' x n'`` table over positions ``0..n'-1``, computed once per
-forward per stack and kept in the :class:`PositionMemo`; each layer reads it at the rows'
-real positions (the read is also shared by the layers of a full forward). While decoding,
-``n'`` grows geometrically (``memo.ahead``) and each step takes one row.
+module per stack, shared by all its layers. ``LayerNorm(p) U_Q`` and ``LayerNorm(p) U_K``
+are computed once per forward per stack (while decoding, for a window of ``n'`` positions
+that grows geometrically) and kept in the stack's context. The absolute term is low-rank
+(``LOW_RANK``): the attention adds their product ``H x n' x n'`` read at the rows' real
+positions, or, in a fused kernel, attends with ``[q_i, p~_i U_Q] . [k_j, p~_j U_K]``, the
+same number without a ``len x len`` tensor. TUPE-R's bucketed bias is a second term
+(``DISTANCE_BIAS``), as for ``t5``. With the reset (below) the product is no longer low-rank:
+the whole content-free term (absolute + relative + reset) is then one ``H x n' x n'`` pair
+table (``PAIR_BIAS``), read the same way.
 
 ``--tupe-reset-first`` (eq. 9, "untie [CLS]", off by default): the first row of the
 positional term (position 0 as query, diagonal included) becomes ``theta_1^h`` and the
@@ -57,12 +61,13 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..context import PositionContext, PositionKind, Window
 from ..positions import expand_distance_bias
 from .base import (
     PositionEncoding,
-    PositionMemo,
     absolute_pair_bias,
     add_max_len_arg,
+    check_max_len,
     check_optional_positive,
     init_scalar_table,
 )
@@ -94,6 +99,8 @@ class TupeA(PositionEncoding):
         if reset_first:  # [:, 0]: position 0 to all; [:, 1]: others to position 0
             self.theta = nn.Parameter(torch.empty(num_heads, 2))
             init_scalar_table(self.theta)
+        # The reset replaces a row and a column of the product: no longer low-rank.
+        self.kind = PositionKind.PAIR_BIAS if reset_first else PositionKind.LOW_RANK
 
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -121,12 +128,33 @@ class TupeA(PositionEncoding):
         """``(H, n, n)`` added to the absolute term before the reset (tupe_r), or None."""
         return None
 
-    def positional_term(self, n: int) -> Tensor:
-        """The whole position-only term ``(H, n, n)`` for positions ``0..n-1``."""
+    def projections(self, n: int) -> tuple[Tensor, Tensor]:
+        """``LayerNorm(p) U_Q / sqrt(2 d_h)`` and ``LayerNorm(p) U_K`` per head,
+        ``(H, n, d_h)`` each, for positions ``0..n-1``."""
         p = self.pos_ln(self.pos[:n])
         pos_q = self.u_q(p).view(n, self.num_heads, self.head_dim).transpose(0, 1)
         pos_k = self.u_k(p).view(n, self.num_heads, self.head_dim).transpose(0, 1)
-        term = torch.matmul(pos_q * self.scaling, pos_k.transpose(-1, -2))
+        return pos_q * self.scaling, pos_k
+
+    def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """:meth:`projections` for some ``n >= length``, computed once per forward for the
+        stack (its layers share this module)."""
+        def compute(lo: int, hi: int) -> Window:
+            n = min(hi + 1, self.max_len)
+            return Window(torch.stack(self.projections(n)), 0, n - 1, dim=-2)
+
+        p_q, p_k = ctx.window(self, "projections", 0, length - 1, compute).table.unbind(0)
+        return p_q, p_k
+
+    def terms(self) -> tuple[PositionEncoding, ...]:
+        """With the reset, one pair table (absolute, relative and reset together);
+        without, the low-rank term (and TUPE-R's distance bias, a term of its own)."""
+        return (self,)
+
+    def positional_term(self, n: int) -> Tensor:
+        """The whole position-only term ``(H, n, n)`` for positions ``0..n-1``."""
+        pos_q, pos_k = self.projections(n)
+        term = torch.matmul(pos_q, pos_k.transpose(-1, -2))
         relative = self.relative_term(n)
         if relative is not None:
             term = term + relative
@@ -138,25 +166,20 @@ class TupeA(PositionEncoding):
                                torch.where(first_col, theta_2, term))
         return term
 
-    def _table(self, length: int, memo: PositionMemo) -> Tensor:
-        """:meth:`positional_term` for some ``n >= length``, cached in the memo."""
-        return memo.cached(
-            (id(self), "positional_term"), lambda hit: hit.size(-1) >= length,
-            lambda: self.positional_term(min(memo.ahead(length), self.max_len)))
-
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
-        q_len, k_len = q.size(-2), k.size(-2)
+    def pair_bias(self, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+        """With ``--tupe-reset-first``: :meth:`positional_term` once per forward, read at
+        the rows' real positions."""
         positions = (None if key_padding_mask is None
-                     else memo.real_positions(key_padding_mask, k_len, q.device))
-        # The stack rejects such inputs first (max_length); this guards direct use.
-        if k_len > self.max_len and (positions is None or int(positions.max()) >= self.max_len):
-            raise ValueError(
-                f"{self.name}: a sequence has more than {self.max_len} tokens, the rows of "
-                "its position table; train with a larger --tupe-max-len (default: "
-                "--max-source/target-positions) or shorten the input.")
-        table = self._table(min(k_len, self.max_len), memo)
-        return absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask, memo)
+                     else ctx.real_positions(key_padding_mask, k_len, key_padding_mask.device))
+        check_max_len(self, k_len, positions)
+        def compute(lo: int, hi: int) -> Window:
+            n = min(hi + 1, self.max_len)
+            return Window(self.positional_term(n), 0, n - 1)
+
+        table = ctx.window(self, "positional_term", 0, min(k_len, self.max_len) - 1,
+                           compute).table
+        return absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask, ctx)
 
 
 @register_encoding
@@ -182,6 +205,9 @@ class TupeR(TupeA):
         return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
                    args.tupe_reset_first, args.tupe_r_num_buckets,
                    args.tupe_r_max_distance, not causal)
+
+    def terms(self) -> tuple[PositionEncoding, ...]:
+        return (self,) if self.theta is not None else (self, self.rel)
 
     def relative_term(self, n: int) -> Tensor:
         # In a table over positions r = j - i is the index difference, as for real tokens.

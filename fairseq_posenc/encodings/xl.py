@@ -25,7 +25,7 @@ Acts through ``logit_bias`` (``q`` arrives scaled by ``1/sqrt(d_h)``, so the pos
 the query): a ``len x distances`` product gathered by distance, never ``len x len x d_h``;
 ``u.k_j / sqrt(d_h)`` is one scalar per key, broadcast over queries. ``W_R R`` is
 content-free: computed once per layer and forward over the distances in use and, while
-decoding, over a window grown with ``memo.ahead`` so that each step slices it.
+decoding, over a window grown with ``ctx.ahead`` so that each step slices it.
 
 Deviations: no segment-level recurrence / memory (a sentence-level translation model has
 no previous segment to cache); no dropout on ``R`` (the authors drop the sinusoid with the
@@ -45,10 +45,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..context import PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
     PositionEncoding,
-    PositionMemo,
     check_optional_positive,
     clipped_distance_index,
     init_scalar_table,
@@ -81,6 +81,7 @@ class XLQueryBiases(nn.Module):
 @register_encoding
 class TransformerXL(PositionEncoding):
     name = "xl"
+    kind = PositionKind.CONTENT_BIAS
 
     def __init__(self, num_heads: int, head_dim: int, causal: bool, clamp: Optional[int],
                  biases: Optional[XLQueryBiases] = None) -> None:
@@ -130,32 +131,27 @@ class TransformerXL(PositionEncoding):
             r_lo, r_hi = max(r_lo, -self.clamp), min(r_hi, self.clamp)
         return r_lo, r_hi
 
-    def _projected(self, r_lo: int, r_hi: int, memo: PositionMemo) -> tuple[Tensor, int]:
+    def _projected(self, r_lo: int, r_hi: int, ctx: PositionContext) -> Window:
         """``(W_R R_{-r})`` per head for (at least) ``r`` in ``[r_lo, r_hi]``, as
-        ``(H, d_h, distances)``, and the ``r`` of its first column; cached per layer."""
-        def compute() -> tuple[Tensor, int, int]:
-            lo, hi = -memo.ahead(-r_lo), (memo.ahead(r_hi) if r_hi > 0 else r_hi)
+        ``(H, d_h, distances)``; cached per layer."""
+        def compute(lo: int, hi: int) -> Window:
             if self.clamp is not None:
                 lo, hi = max(lo, -self.clamp), min(hi, self.clamp)
             r = torch.arange(lo, hi + 1, device=self.r_proj.device)
             sinusoid = xl_sinusoid(-r, self.r_proj.size(0)).to(self.r_proj.dtype)  # R_{i-j}
             table = F.linear(sinusoid, self.r_proj).view(len(r), self.num_heads, self.head_dim)
-            return table.permute(1, 2, 0), lo, hi
+            return Window(table.permute(1, 2, 0), lo, hi)
 
-        table, lo, _ = memo.cached((id(self), "projected"),
-                                   lambda hit: hit[1] <= r_lo and hit[2] >= r_hi, compute)
-        return table, lo
+        return ctx.window(self, "projected", r_lo, r_hi, compute)
 
-    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, memo: PositionMemo,
-                   key_padding_mask: Optional[Tensor] = None) -> Tensor:
+    def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
         r_lo, r_hi = self._distances(q_len, k_len, q_offset)
-        table, lo = self._projected(r_lo, r_hi, memo)
-        table = table[..., r_lo - lo : r_hi - lo + 1].to(q.dtype)  # H, d_h, needed distances
+        table = self._projected(r_lo, r_hi, ctx).rows(r_lo, r_hi).to(q.dtype)  # H, d_h, R
         scale = 1.0 / math.sqrt(self.head_dim)
         u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
         per_distance = torch.matmul(q + v, table)  # B, H, q_len, distances
-        idx = clipped_distance_index(q_len, k_len, q_offset, r_lo, r_hi, memo, q.device)
+        idx = clipped_distance_index(q_len, k_len, q_offset, r_lo, r_hi, ctx, q.device)
         position = per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))
         content_bias = torch.matmul(k, u.transpose(-1, -2)).transpose(-1, -2)  # B, H, 1, k_len
         return position + content_bias

@@ -1,0 +1,169 @@
+"""What a position term is, and what one forward of a stack knows about positions.
+
+:class:`PositionKind` is the declared kind of a position term: the attention reads it to
+choose the exact computation (and the fastest kernel) for the term, instead of probing
+which hooks answer.
+
+:class:`PositionContext` is built once per forward by each stack (encoder, decoder) and
+read by every self-attention layer of that stack: whether the forward is incremental, the
+source's segment ids, and a cache keyed by owner (the module whose values it holds), so a
+content-free table shared by all layers is computed once per forward. While generating,
+the decoder keeps one context per generated sequence in fairseq's ``incremental_state``:
+each step then slices tables computed for a window that grows geometrically
+(:meth:`PositionContext.ahead`). Nothing that depends on the batch is kept across decoding
+steps, because beam search reorders the batch and never reorders the context.
+
+:class:`PositionScope` is the stack's handle on the context of the forward in progress:
+fairseq's layer ``forward`` has no argument for it, so the layers hold the scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterator, Optional, TypeVar
+
+import torch
+from torch import Tensor
+
+from .positions import real_positions
+
+V = TypeVar("V")
+
+
+class PositionKind(enum.Enum):
+    """What a position term is; each kind has one exact computation in the attention."""
+
+    #: Added to the input embeddings by fairseq's own position embeddings.
+    INPUT = "input embedding"
+    #: ``b[h, j - i]``: a content-free scalar per head and relative distance, added to the
+    #: logits (``distance_bias``).
+    DISTANCE_BIAS = "content-free bias by distance"
+    #: A content-free table per head and relative distance multiplying ``q_i.k_j``
+    #: (``distance_bias`` read as factors).
+    DISTANCE_SCALE = "content-free factor by distance"
+    #: ``b[h, i, j]``: content-free, per pair of absolute positions or segments
+    #: (``pair_bias``).
+    PAIR_BIAS = "content-free bias by pair"
+    #: ``P_Q[pos_i] . P_K[pos_j]``: a low-rank term over absolute positions
+    #: (``factors``). Exactly an attention over ``[q, P_Q] . [k, P_K]``.
+    LOW_RANK = "low-rank absolute term"
+    #: A rotation of queries and keys by their positions (``rotate_qk``).
+    ROTATION = "rotation of q and k"
+    #: Added to the logits, computed from the queries or keys (``logit_bias``).
+    CONTENT_BIAS = "bias that reads q or k"
+    #: Replaces ``q_i.k_j`` by a position-dependent product (``content_logits``).
+    CONTENT_LOGITS = "position-dependent q.k"
+    #: A bias that reads q or k and a term added to the output from the attention
+    #: probabilities (``logit_bias`` and ``value_term``).
+    PROBABILITIES = "terms on keys and on the probabilities"
+    #: Keys and values computed from a projection of the input along the sequence, with
+    #: their own bias (``project_sequence`` and ``projected_bias``).
+    PROJECTION = "projection of keys and values"
+
+
+@dataclass
+class Window:
+    """A table over a range of positions or distances: ``table[..., x - lo]`` for
+    ``x`` in ``[lo, hi]`` (along ``dim``)."""
+
+    table: Tensor
+    lo: int
+    hi: int
+    dim: int = -1
+
+    def covers(self, lo: int, hi: int) -> bool:
+        return self.lo <= lo and self.hi >= hi
+
+    def rows(self, lo: int, hi: int) -> Tensor:
+        """``table`` restricted to ``[lo, hi]``."""
+        return self.table.narrow(self.dim, lo - self.lo, hi - lo + 1)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Cache keys: tensors compare by identity (the same mask object), the rest by value."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return a is b
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@dataclass(eq=False)
+class PositionContext:
+    """Per-forward position facts of one stack, and its cache keyed by owner.
+
+    ``incremental``: the context lives for a whole generated sequence (one decoding step
+    per forward); ``segment_ids``: ``(B, T)`` segment of each source token, when the model
+    uses segments.
+    """
+
+    incremental: bool = False
+    segment_ids: Optional[Tensor] = None
+    _cache: dict[tuple[Hashable, str], Any] = field(default_factory=dict, repr=False)
+
+    def ahead(self, n: int) -> int:
+        """How far to compute when ``n`` is needed. Decoding needs one more position per
+        step, so it allocates ahead and the following steps only slice."""
+        return 2 * n + 16 if self.incremental else n
+
+    def window(self, owner: Hashable, what: str, lo: int, hi: int,
+               compute: Callable[[int, int], Window]) -> Window:
+        """A content-free table of ``owner`` covering ``[lo, hi]``. ``compute(lo', hi')``
+        is asked for a range grown by :meth:`ahead` (away from 0) and returns the window
+        it made (it may clip it, e.g. at a table's last row); kept for the whole context."""
+        hit: Optional[Window] = self._cache.get((owner, what))
+        if hit is not None and hit.covers(lo, hi):
+            return hit
+        grown_lo = -self.ahead(-lo) if lo < 0 else lo
+        grown_hi = self.ahead(hi) if hi > 0 else hi
+        made = compute(grown_lo, grown_hi)
+        self._cache[(owner, what)] = made
+        return made
+
+    def latest(self, owner: Hashable, what: str, key: Any, compute: Callable[[], V],
+               batch_dependent: bool = False) -> V:
+        """``compute()``, reused while ``key`` is the same (tensors: the same object).
+        Values that depend on the batch are not kept while decoding (never reordered)."""
+        if batch_dependent and self.incremental:
+            return compute()
+        hit = self._cache.get((owner, what))
+        if hit is not None and _same(hit[0], key):
+            return hit[1]
+        value = compute()
+        self._cache[(owner, what)] = (key, value)
+        return value
+
+    def real_positions(self, padding_mask: Optional[Tensor], length: int,
+                       device: torch.device) -> Tensor:
+        """:func:`~fairseq_posenc.positions.real_positions`, once per padding mask: every
+        layer of a stack receives the same mask tensor."""
+        if padding_mask is None:
+            return real_positions(None, length, device)
+        return self.latest(None, "real_positions", padding_mask,
+                           lambda: real_positions(padding_mask, length, device),
+                           batch_dependent=True)
+
+
+class PositionScope:
+    """The context of the stack's forward in progress, shared by the stack's layers.
+
+    Outside a forward (a layer called on its own, or recomputed by activation checkpointing
+    during backward) :attr:`context` is a fresh context each time: nothing is reused."""
+
+    def __init__(self) -> None:
+        self._open: Optional[PositionContext] = None
+
+    @property
+    def context(self) -> PositionContext:
+        return self._open if self._open is not None else PositionContext()
+
+    @contextlib.contextmanager
+    def open(self, context: Optional[PositionContext] = None) -> Iterator[PositionContext]:
+        saved = self._open
+        self._open = PositionContext() if context is None else context
+        try:
+            yield self._open
+        finally:
+            self._open = saved

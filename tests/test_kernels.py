@@ -1,0 +1,127 @@
+"""The attention's kernels for one kind of position term compute the same numbers.
+
+A ``LOW_RANK`` term (``diet_abs``, ``tupe_a``, ``tupe_r``'s absolute part, and causal
+``alibi``, whose bias is exactly rank 1 under the causal mask) runs on CUDA as extra query
+and key dimensions (the ``"concat"`` kernel) and on CPU as a bias read from the
+``P_Q P_K^T`` product (``"bias"``). Here both run on CPU, in float64, on left-padded
+sources and right-padded causal targets: outputs and the gradients of every parameter
+agree, and whole models give the same outputs and the same incremental decoding.
+The bias path itself is checked against naive loops of each paper's formula in
+``test_formulas.py``, ``test_tupe.py`` and ``test_decoding.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fairseq_posenc.attention import PositionalMultiheadAttention
+from model_utils import build_attention, build_model
+from test_decoding import random_source
+
+TOL = 1e-10
+
+CASES = [
+    ("diet_abs", {}, False),
+    ("diet_abs", {}, True),
+    ("diet_abs", {"diet_abs_sharing": "head", "diet_abs_rank": 3}, False),
+    ("diet_abs", {"diet_abs_symmetric": True}, True),
+    ("tupe_a", {}, False),
+    ("tupe_a", {}, True),
+    ("tupe_r", {}, False),
+    ("tupe_r", {}, True),
+    ("alibi", {}, True),
+]
+
+
+def set_kernel(module: torch.nn.Module, kernel: str) -> None:
+    for m in module.modules():
+        if isinstance(m, PositionalMultiheadAttention):
+            m.low_rank_kernel = kernel
+
+
+def layer_run(attn, x, causal, padding):
+    T = x.size(0)
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
+    params = [p for p in (*attn.parameters(), *attn.encoding.parameters())]
+    for p in params:
+        p.grad = None
+    with attn.scope.open():
+        out, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
+    rows = ~padding.t()  # padded queries' outputs are never used
+    (out[rows] ** 2).sum().backward()
+    return out[rows].detach(), [p.grad.clone() if p.grad is not None else None for p in params]
+
+
+@pytest.mark.parametrize("encoding,flags,causal", CASES)
+def test_concatenated_low_rank_kernel_equals_the_bias(encoding, flags, causal):
+    attn = build_attention(encoding, causal=causal, max_positions=12, **flags)
+    attn.train()  # dropout is 0: training mode, with gradients, is deterministic
+    T, B = 9, 3
+    x = torch.randn(T, B, attn.embed_dim, dtype=torch.float64)
+    padding = torch.zeros(B, T, dtype=torch.bool)
+    if causal:
+        padding[0, -3:] = True  # targets are padded on the right
+    else:
+        padding[0, :3] = True  # sources on the left
+        padding[2, :1] = True
+    results = {}
+    for kernel in ("bias", "concat"):
+        attn.low_rank_kernel = kernel
+        results[kernel] = layer_run(attn, x, causal, padding)
+    (out_b, grads_b), (out_c, grads_c) = results["bias"], results["concat"]
+    assert (out_b - out_c).abs().max() < TOL
+    assert len(grads_b) == len(grads_c)
+    for g_b, g_c in zip(grads_b, grads_c):
+        assert (g_b is None) == (g_c is None)
+        if g_b is not None:
+            assert (g_b - g_c).abs().max() < TOL
+
+
+def test_concat_is_used_only_where_exact():
+    """The kernel choice: low-rank terms on the fused path; causal ALiBi only with its
+    causal mask; the encoder's symmetric ALiBi never; ``"bias"`` and CPU ``"auto"`` never."""
+    calls = []
+    import fairseq_posenc.attention as attention
+
+    original = attention.concat_low_rank
+    attention.concat_low_rank = lambda *a: calls.append(1) or original(*a)
+    try:
+        for encoding, causal, kernel, expected in [
+            ("diet_abs", False, "concat", 1), ("diet_abs", False, "auto", 0),
+            ("diet_abs", False, "bias", 0), ("alibi", True, "concat", 1),
+            ("alibi", False, "concat", 0), ("t5", False, "concat", 0),
+        ]:
+            calls.clear()
+            attn = build_attention(encoding, causal=causal)
+            attn.low_rank_kernel = kernel
+            x = torch.randn(5, 2, attn.embed_dim, dtype=torch.float64)
+            mask = torch.triu(torch.full((5, 5), float("-inf"), dtype=x.dtype), 1)
+            with attn.scope.open():
+                attn(x, x, x, attn_mask=mask if causal else None, need_weights=False)
+            assert len(calls) == expected, (encoding, causal, kernel)
+    finally:
+        attention.concat_low_rank = original
+
+
+@pytest.mark.parametrize("encoding", ["diet_abs", "tupe_a", "tupe_r", "alibi"])
+def test_models_with_the_concatenated_kernel(encoding):
+    """A whole model: the same outputs with either kernel, and incremental decoding (its
+    single-query steps take the explicit path) equals the concat kernel's full forward."""
+    model, d = build_model(encoding)
+    src, lengths = random_source(d)
+    prev = torch.randint(d.nspecial, 40, (3, 6))
+    prev[:, 0] = d.eos()
+    outputs = {}
+    with torch.no_grad():
+        for kernel in ("bias", "concat"):
+            set_kernel(model, kernel)
+            enc_out = model.encoder(src, lengths)
+            outputs[kernel] = (enc_out["encoder_out"][0], model.decoder(prev, enc_out)[0])
+        real = src.ne(d.pad()).t()
+        assert (outputs["bias"][0][real] - outputs["concat"][0][real]).abs().max() < 1e-5
+        assert (outputs["bias"][1] - outputs["concat"][1]).abs().max() < 1e-5
+        state: dict = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
+            assert (step - outputs["concat"][1][:, t]).abs().max() < 1e-5, t
