@@ -128,6 +128,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.data import Dictionary  # noqa: E402
 from fairseq.sequence_generator import SequenceGenerator  # noqa: E402
 from fairseq.tasks.translation import TranslationTask  # noqa: E402
+from fairseq_posenc.attention import PositionalMultiheadAttention  # noqa: E402
+from fairseq_posenc.context import PositionContext  # noqa: E402
 from fairseq_posenc.encodings import ENCODINGS  # noqa: E402
 
 STOCK = "stock"
@@ -178,13 +180,24 @@ DEFAULTS = {
     "rest_reps": 20,
     # stock is timed before the first encoding and after every this many
     "stock_every": 3,
-    # sentences per training / forward batch, per length (CPU); CUDA uses 4x
+    # sentences per training / forward batch, per length (CPU; CUDA: CUDA_DEFAULTS)
     "batch": {30: 8, 120: 2},
-    # sentences translated with beam 10, per length (CPU); CUDA uses 4x
+    # sentences translated with beam 10, per length (CPU; CUDA: CUDA_DEFAULTS)
     "translate": {30: 2, 120: 1},
     "vocab": 10000,
     "beam": 10,
 }
+#: On a GPU, the configuration people train in (issue 12): the base model, half precision,
+#: batches of 32k source tokens, 64 sentences translated, 128 and 512 tokens.
+CUDA_DEFAULTS = {
+    "sizes": ["base"],
+    "lengths": [128, 512],
+    "dtypes": ["float16", "bfloat16"],
+    "batch_tokens": 32768,
+    "translate_sentences": 64,
+}
+#: ``--dtype`` names.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 QUICK = {
     "sizes": ["tiny"],
     "lengths": [12],
@@ -227,9 +240,11 @@ def model_flags(size: str, layers: Optional[int] = None) -> list[str]:
 
 
 def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
-                device: torch.device, layers: Optional[int] = None) -> torch.nn.Module:
+                device: torch.device, layers: Optional[int] = None,
+                dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """Stock fairseq (``name == STOCK``) or ``transformer_posenc --pos-encoding name``;
-    ``layers``: per stack, instead of the size's."""
+    ``layers``: per stack, instead of the size's; ``dtype``: the parameters' (half
+    precision as ``fairseq-train --fp16`` / ``--bf16`` casts the model)."""
     if name in (STOCK, CONTROL):
         arch = ["--arch", SIZES[size]["stock_arch"]]
     else:
@@ -240,7 +255,7 @@ def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
     )
     torch.manual_seed(seed)
     model = TranslationTask(args, dictionary, dictionary).build_model(args)
-    return model.to(device)
+    return model.to(device=device, dtype=dtype)
 
 
 @dataclass
@@ -297,11 +312,40 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def make_optimizer(params: Iterable[torch.nn.Parameter], lr: float = 1e-5) -> torch.optim.Optimizer:
-    return torch.optim.Adam(list(params), lr=lr, betas=(0.9, 0.98), eps=1e-8)
+class MasterWeightAdam:
+    """Adam as ``fairseq-train --fp16`` / ``--bf16`` runs it (``FP16Optimizer``): on float32
+    master copies of the half-precision parameters, gradients copied up, new weights copied
+    back. Dynamic loss scaling, one multiply of the loss and of the gradients, is left out."""
+
+    def __init__(self, params: Sequence[torch.nn.Parameter], lr: float) -> None:
+        self.params = list(params)
+        self.master = [p.detach().float().requires_grad_() for p in self.params]
+        self.adam = torch.optim.Adam(self.master, lr=lr, betas=(0.9, 0.98), eps=1e-8)
+        self.param_groups = [{"params": self.params}]
+
+    def step(self) -> None:
+        for p, m in zip(self.params, self.master):
+            m.grad = None if p.grad is None else p.grad.float()
+        self.adam.step()
+        with torch.no_grad():
+            for p, m in zip(self.params, self.master):
+                p.copy_(m)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+        self.adam.zero_grad(set_to_none=True)
 
 
-def init_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+def make_optimizer(params: Iterable[torch.nn.Parameter], lr: float = 1e-5):
+    """fairseq's Adam: plain for float32 parameters, on float32 master weights for half."""
+    params = list(params)
+    if any(p.dtype != torch.float32 for p in params):
+        return MasterWeightAdam(params, lr)
+    return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-8)
+
+
+def init_optimizer_state(optimizer) -> None:
     """Allocate Adam's state with a step on zero gradients (parameters stay unchanged):
     the first real step then runs as in steady-state training, at a fraction of the cost
     of an untimed warm-up training step."""
@@ -451,10 +495,15 @@ class Config:
     seed: int
     layer_reps: int = 30
     rest_reps: int = 20
+    dtype: str = "float32"
 
     @property
     def key(self) -> str:
-        return f"{self.size}/len{self.length}"
+        return f"{self.size}/len{self.length}" + ("" if self.dtype == "float32" else f"/{self.dtype}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
 
 
 @dataclass
@@ -587,7 +636,7 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     config_start = t0 = time.perf_counter()
     models: dict[str, ModelUnderTest] = {}
     for name in names:
-        model = build_model(name, cfg.size, d, cfg.seed, device)
+        model = build_model(name, cfg.size, d, cfg.seed, device, dtype=cfg.torch_dtype)
         models[name] = ModelUnderTest(
             name, model, make_generator(model, d, cfg.beam, cfg.length),
             {tuple(p.shape) for p in model.parameters()})
@@ -621,7 +670,7 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
 
     del models
     return {
-        "size": cfg.size, "length": cfg.length, "batch_sentences": cfg.batch,
+        "size": cfg.size, "length": cfg.length, "dtype": cfg.dtype, "batch_sentences": cfg.batch,
         "translate_sentences": cfg.translate, "beam": cfg.beam, "reps": cfg.reps,
         "vocab": cfg.vocab, "seed": cfg.seed,
         "model": {k: v for k, v in spec.items()},
@@ -655,29 +704,31 @@ def run_config(cfg: Config, encodings: Sequence[str], device: torch.device,
 #: ``sentences x beam`` rows, as beam search runs it.
 LAYER_KINDS = ("train", "translate")
 #: What is timed: each kind for the first layer of each stack alone, and (``_2``) for its
-#: first two layers in a row, one memo as the stack runs them. The difference is what a
+#: first two layers in a row, one position context as the stack runs them. The difference is what a
 #: later layer costs: layers 2..L do the same work (the shared terms are the first's).
 LAYER_CALLS = (*LAYER_KINDS, *(f"{kind}_2" for kind in LAYER_KINDS))
 
 
-def memo_scope(attn: torch.nn.Module, store: Optional[dict] = None):
-    """The stack's position memo (one for all its layers) opened as the stack opens it;
+def position_scope(attn: torch.nn.Module, context: Optional[PositionContext] = None):
+    """The stack's position scope (one for all its layers) opened as the stack opens it;
     stock layers have none."""
-    memo = attn.__dict__.get("memo")
-    return memo.scope(store) if memo is not None else contextlib.nullcontext()
+    if isinstance(attn, PositionalMultiheadAttention):
+        return attn.scope.open(context)
+    return contextlib.nullcontext()
 
 
 def layer_parameters(attns: Sequence[torch.nn.Module]) -> list[torch.nn.Parameter]:
     """The parameters the layers' training step updates, each once: each layer's own and
-    those of its position terms (its encoding's, its segment attention's), which are plain
-    attributes rather than submodules. A term the stack shares counts with the first layer,
-    so the first two layers' list less the first's is what each later layer adds."""
+    those of its position terms (its encoding's, its segment attention's), which the stack
+    owns rather than the layer. A term the stack shares counts with the first layer, so
+    the first two layers' list less the first's is what each later layer adds."""
     params: list[torch.nn.Parameter] = []
     for attn in attns:
         params.extend(attn.parameters())
-        for term in (attn.__dict__.get("position"), *attn.__dict__.get("extra_biases", ())):
-            if isinstance(term, torch.nn.Module):
-                params.extend(term.parameters())
+        if isinstance(attn, PositionalMultiheadAttention):
+            for term in (attn.encoding, *attn.position_terms()):
+                if term is not None:
+                    params.extend(term.parameters())
     return list(dict.fromkeys(params))  # tensors hash by identity
 
 
@@ -685,7 +736,7 @@ def attention_train(attns: Sequence[torch.nn.Module], x: torch.Tensor,
                     padding: Optional[torch.Tensor],
                     causal_mask: Optional[torch.Tensor] = None) -> None:
     """The layers in a row (each one's output is the next one's input), then backward."""
-    with memo_scope(attns[0]):
+    with position_scope(attns[0]):
         for attn in attns:
             attn.train()
             x, _ = attn(x, x, x, key_padding_mask=padding, need_weights=False,
@@ -695,7 +746,7 @@ def attention_train(attns: Sequence[torch.nn.Module], x: torch.Tensor,
 
 def attention_encode(attns: Sequence[torch.nn.Module], x: torch.Tensor,
                      padding: Optional[torch.Tensor]) -> None:
-    with torch.no_grad(), memo_scope(attns[0]):
+    with torch.no_grad(), position_scope(attns[0]):
         for attn in attns:
             attn.eval()
             x, _ = attn(x, x, x, key_padding_mask=padding, need_weights=False)
@@ -703,15 +754,15 @@ def attention_encode(attns: Sequence[torch.nn.Module], x: torch.Tensor,
 
 def attention_decode(attns: Sequence[torch.nn.Module], steps: torch.Tensor) -> None:
     """Incremental steps through the layers in a row, one cache per layer (fairseq keys
-    ``incremental_state`` by module) and one memo store per generated sequence."""
+    ``incremental_state`` by module) and one position context per generated sequence."""
     for attn in attns:
         attn.eval()
     state: dict = {}
-    store: dict = {}
+    context = PositionContext(incremental=True)
     with torch.no_grad():
         for t in range(steps.size(0)):
             x = steps[t: t + 1]
-            with memo_scope(attns[0], store):
+            with position_scope(attns[0], context):
                 for attn in attns:
                     x, _ = attn(x, x, x, incremental_state=state, need_weights=False)
 
@@ -729,7 +780,7 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     config_start = time.perf_counter()
     layers = {}
     for name in [STOCK, *timed_names]:
-        model = build_model(name, cfg.size, d, cfg.seed, device)
+        model = build_model(name, cfg.size, d, cfg.seed, device, dtype=cfg.torch_dtype)
         layers[name] = ([layer.self_attn for layer in model.encoder.layers[:2]],
                         [layer.self_attn for layer in model.decoder.layers[:2]])
     # Adam over the layers timed (first, first two) with their encodings' parameters, its
@@ -755,7 +806,7 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     gen = torch.Generator().manual_seed(cfg.seed)
 
     def states(length: int, rows: int, grad: bool) -> torch.Tensor:
-        x = torch.randn(length, rows, spec["dim"], generator=gen).to(device)
+        x = torch.randn(length, rows, spec["dim"], generator=gen).to(device, cfg.torch_dtype)
         return x.requires_grad_(grad)
 
     src, tgt = states(cfg.length, cfg.batch, True), states(cfg.length, cfg.batch, True)
@@ -805,7 +856,7 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
         summary["models"][name] = row
     return {
         "level": "layer", "size": cfg.size, "length": cfg.length,
-        "batch_sentences": cfg.batch, "translate_sentences": cfg.translate,
+        "dtype": cfg.dtype, "batch_sentences": cfg.batch, "translate_sentences": cfg.translate,
         "decode_rows": rows, "beam": cfg.beam, "reps": cfg.layer_reps,
         "model": {k: v for k, v in spec.items()}, "seed": cfg.seed,
         "seconds": time.perf_counter() - config_start,
@@ -845,7 +896,8 @@ def run_rest_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     config_start = time.perf_counter()
     models = {}
     for name in [STOCK, *timed_names]:
-        model = build_model(name, cfg.size, d, cfg.seed, device, layers=0)
+        model = build_model(name, cfg.size, d, cfg.seed, device, layers=0,
+                            dtype=cfg.torch_dtype)
         models[name] = ModelUnderTest(name, model, make_generator(model, d, cfg.beam, cfg.length))
 
     def call(name: str, kind: str) -> float:
@@ -861,7 +913,7 @@ def run_rest_config(cfg: Config, encodings: Sequence[str], device: torch.device,
     }
     return {
         "level": "rest", "size": cfg.size, "length": cfg.length,
-        "batch_sentences": cfg.batch, "translate_sentences": cfg.translate, "beam": cfg.beam,
+        "dtype": cfg.dtype, "batch_sentences": cfg.batch, "translate_sentences": cfg.translate, "beam": cfg.beam,
         "reps": cfg.rest_reps, "model": {k: v for k, v in SIZES[cfg.size].items()},
         "seed": cfg.seed, "seconds": time.perf_counter() - config_start,
         "times_s": times, "ratios": ratios, "summary": summary,
@@ -872,7 +924,7 @@ def rest_markdown_table(result: dict[str, Any]) -> str:
     st = result["summary"]["stock_seconds"]
     lines = [
         f"### Everything but the layers ({result['model']['dim']} wide, 0 layers), length "
-        f"{result['length']}",
+        f"{result['length']}" + dtype_note(result),
         "",
         f"Stock fairseq with 0 layers per stack: train {1000 * st['train']:.0f} ms/step "
         f"({result['batch_sentences']} sentences), translate {1000 * st['translate']:.0f} ms "
@@ -897,7 +949,7 @@ def layer_markdown_table(result: dict[str, Any]) -> str:
     m = result["model"]
     lines = [
         f"### Self-attention layer ({m['dim']} wide, {m['heads']} heads), length "
-        f"{result['length']}",
+        f"{result['length']}" + dtype_note(result),
         "",
         f"Stock fairseq `MultiheadAttention`: train {1000 * st['train']:.1f} ms for the first "
         f"layer, {1000 * (st['train_2'] - st['train']):.1f} ms for the second (encoder and "
@@ -1006,13 +1058,19 @@ def verdict_text(name: str, checks: dict[str, Any],
     return "; ".join(parts)
 
 
+def dtype_note(result: dict[str, Any]) -> str:
+    """``, float16`` for half-precision runs (nothing for float32, as before --dtype)."""
+    dtype = result.get("dtype", "float32")
+    return "" if dtype == "float32" else f", {dtype}"
+
+
 def markdown_table(result: dict[str, Any]) -> str:
     s = result["summary"]
     st = s["stock_seconds"]
     lines = [
         f"### {result['size']} ({result['model']['layers']}+{result['model']['layers']} layers, "
         f"{result['model']['dim']} wide, {result['model']['heads']} heads), source length "
-        f"{result['length']}",
+        f"{result['length']}" + dtype_note(result),
         "",
         f"Stock fairseq: train {1000 * st['train']:.0f} ms/step ({result['batch_sentences']} "
         f"sentences), forward {1000 * st['forward']:.0f} ms, translate "
@@ -1335,6 +1393,9 @@ def run(
     rest_reps: Optional[int] = None,
     out_md: Optional[str] = None,
     out_json: Optional[str] = None,
+    out_flat_json: Optional[str] = None,
+    dtypes: Optional[Sequence[str]] = None,
+    batch_tokens: Optional[int] = None,
     command: Optional[Sequence[str]] = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> dict[str, Any]:
@@ -1345,35 +1406,46 @@ def run(
     unknown = [e for e in encodings if e not in ENCODINGS]
     if unknown:
         raise ValueError(f"unknown encodings {unknown}; choose from {sorted(ENCODINGS)}")
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and not quick:
+        defaults = {**defaults, **CUDA_DEFAULTS}
+        batch_tokens = batch_tokens or CUDA_DEFAULTS["batch_tokens"]
+        translate_sentences = translate_sentences or CUDA_DEFAULTS["translate_sentences"]
     sizes = list(sizes or defaults["sizes"])
     lengths = [int(x) for x in (lengths or defaults["lengths"])]
-    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dtypes = list(dtypes or defaults.get("dtypes", ["float32"]))
+    unknown_dtypes = [x for x in dtypes if x not in DTYPES]
+    if unknown_dtypes:
+        raise ValueError(f"unknown dtypes {unknown_dtypes}; choose from {sorted(DTYPES)}")
+    if dev.type == "cpu" and set(dtypes) != {"float32"}:
+        raise ValueError("--dtype float16 / bfloat16 measure what fairseq-train --fp16 / --bf16 "
+                         "do, which needs CUDA; on CPU use float32 (the default)")
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                           else os.cpu_count() or 1)
-    scale = 4 if dev.type == "cuda" else 1
 
     def per_length(table: dict[int, int], length: int, given: Optional[int]) -> int:
         if given:
             return given
         if length in table:
-            return table[length] * scale
+            return table[length]
         # not a default length: keep about as many tokens as the nearest default
         ref = min(table, key=lambda k: abs(k - length))
-        return max(1, round(table[ref] * ref / length)) * scale
+        return max(1, round(table[ref] * ref / length))
 
     unknown_sizes = [s for s in sizes if s not in SIZES]
     if unknown_sizes:
         raise ValueError(f"unknown sizes {unknown_sizes}; choose from {sorted(SIZES)}")
     configs = [
-        Config(size=size, length=length,
-               batch=per_length(defaults["batch"], length, batch),
+        Config(size=size, length=length, dtype=dtype,
+               batch=(batch or max(1, batch_tokens // length) if batch_tokens
+                      else per_length(defaults["batch"], length, batch)),
                translate=per_length(defaults["translate"], length, translate_sentences),
                reps=reps or defaults["reps"],
                stock_every=stock_every or defaults["stock_every"],
                beam=beam or defaults["beam"], vocab=vocab or defaults["vocab"], seed=seed,
                layer_reps=layer_reps or defaults["layer_reps"],
                rest_reps=rest_reps or defaults["rest_reps"])
-        for size in sizes for length in lengths]
+        for dtype in dtypes for size in sizes for length in lengths]
     unknown_levels = [x for x in levels if x not in LEVELS]
     if unknown_levels or not levels:
         raise ValueError(f"levels must be among {LEVELS}, got {list(levels)}")
@@ -1390,14 +1462,12 @@ def run(
                 log(markdown_table(results[-1]))
         if "layer" in levels:
             # the layers of every size are alike (512 wide, 8 heads): once per length
-            for length in lengths:
-                cfg = next(c for c in configs if c.length == length)
+            for cfg in configs_per_length(configs):
                 layer_results.append(run_layer_config(cfg, encodings, dev, log))
                 log(layer_markdown_table(layer_results[-1]))
         if "rest" in levels:
             # with 0 layers every size is the same model: once per length
-            for length in lengths:
-                cfg = next(c for c in configs if c.length == length)
+            for cfg in configs_per_length(configs):
                 rest_results.append(run_rest_config(cfg, encodings, dev, log))
                 log(rest_markdown_table(rest_results[-1]))
     with contextlib.suppress(OSError):
@@ -1417,12 +1487,46 @@ def run(
     }
     md = markdown_document(doc)
     doc["markdown"] = md
-    for path, text in ((out_md, md), (out_json, json.dumps(doc, indent=1))):
+    flat = json.dumps(flat_results(doc), indent=1) if out_flat_json else ""
+    for path, text in ((out_md, md), (out_json, json.dumps(doc, indent=1)),
+                       (out_flat_json, flat)):
         if path:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text + "\n")
     return doc
+
+
+def configs_per_length(configs: Sequence[Config]) -> list[Config]:
+    """The first configuration of each (length, dtype): the layer and rest levels are the
+    same for every size (512 wide, 8 heads; 0 layers)."""
+    firsts: dict[tuple[int, str], Config] = {}
+    for cfg in configs:
+        firsts.setdefault((cfg.length, cfg.dtype), cfg)
+    return list(firsts.values())
+
+
+def flat_results(doc: dict[str, Any]) -> dict[str, Any]:
+    """One record per (encoding, size, length, dtype) of the model level: the median
+    ratios to stock of a training step, of beam translation and of the training step's
+    peak memory (``docs/benchmark-gpu.json``)."""
+    records = []
+    for result in doc["results"]:
+        for name, row in result["summary"]["models"].items():
+            if name == STOCK:
+                continue
+            records.append({
+                "encoding": "stock (noise control)" if name == CONTROL else name,
+                "size": result["size"], "length": result["length"],
+                "dtype": result.get("dtype", "float32"),
+                "batch_sentences": result["batch_sentences"],
+                "train_ratio": row["train"]["ratio"],
+                "translate_ratio": row["translate"]["ratio"],
+                "memory_ratio": row["peak_ratio"]["train"],
+            })
+    m = doc["machine"]
+    return {"device": m.get("gpu", m["device"]), "torch": m["torch"], "command": doc["command"],
+            "results": records}
 
 
 def markdown_document(doc: dict[str, Any]) -> str:
@@ -1484,6 +1588,16 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--beam", type=int, help="beam size (default 10)")
     parser.add_argument("--threads", type=int, help="torch threads (default: all usable cores)")
     parser.add_argument("--device", help="cpu or cuda[:N] (default: cuda if available)")
+    parser.add_argument("--dtype", nargs="+", choices=sorted(DTYPES),
+                        help="precision of the models, as fairseq-train --fp16 / --bf16 "
+                             "(default: float16 bfloat16 on CUDA, float32 on CPU)")
+    parser.add_argument("--batch-tokens", type=int,
+                        help="training batch of about this many source tokens per length "
+                             "(default on CUDA: 32768; on CPU the sentences of --batch)")
+    parser.add_argument("--out-flat-json", metavar="PATH",
+                        help="also write one record per encoding, length and dtype (train, "
+                             "translate and memory ratios, device, torch), as "
+                             "docs/benchmark-gpu.json")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--level", nargs="+", choices=[*LEVELS, "all"], default=["all"],
                         help="time whole models (model), their first self-attention layers "
@@ -1519,6 +1633,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
               stock_every=args.stock_every, batch=args.batch, translate_sentences=args.translate_sentences,
               vocab=args.vocab, beam=args.beam, threads=args.threads, device=args.device,
               seed=args.seed, quick=args.quick, out_md=args.out_md, out_json=args.out_json,
+              out_flat_json=args.out_flat_json, dtypes=args.dtype, batch_tokens=args.batch_tokens,
               levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
               layer_reps=args.layer_reps, rest_reps=args.rest_reps,
               command=[os.path.basename(sys.executable), *sys.argv] if argv is None

@@ -24,16 +24,18 @@ spec.loader.exec_module(benchmark)
 
 ENCODINGS = ["sinusoidal", "diet_rel", "huang3"]
 MODELS = ["stock", "stock_copy", *ENCODINGS]  # stock_copy: the noise control
+FLAT: dict = {}  # the quick run's --out-flat-json
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("benchmark")
-    md, js = out / "bench.md", out / "bench.json"
+    md, js, flat = out / "bench.md", out / "bench.json", out / "flat.json"
     threads = torch.get_num_threads()
     benchmark.main(["--quick", "--encodings", *ENCODINGS, "--threads", "1",
-                    "--out-md", str(md), "--out-json", str(js)])
+                    "--out-md", str(md), "--out-json", str(js), "--out-flat-json", str(flat)])
     assert torch.get_num_threads() == threads  # run() restores the thread count
+    FLAT.update(json.loads(flat.read_text()))
     return md.read_text(), json.loads(js.read_text())
 
 
@@ -203,7 +205,7 @@ def test_layer_level_tables(quick):
     assert "| encoding | train: first layer | train: later layers |" in md
 
 
-def test_two_layers_in_a_row_share_the_stack_memo(monkeypatch):
+def test_two_layers_in_a_row_share_the_stack_context(monkeypatch):
     """The ``_2`` calls run the first two layers as the stack does: TUPE's positional term
     (``p U_Q``, ``p U_K`` and their product) is computed once for both."""
     from fairseq_posenc.encodings.tupe import TupeA
@@ -211,10 +213,10 @@ def test_two_layers_in_a_row_share_the_stack_memo(monkeypatch):
     d = benchmark.shared_dictionary(64)
     model = benchmark.build_model("tupe_a", "tiny", d, 1, torch.device("cpu"))
     attns = [layer.self_attn for layer in model.encoder.layers[:2]]
-    assert attns[0].memo is attns[1].memo
+    assert attns[0].scope is attns[1].scope
     calls = []
-    original = TupeA.positional_term
-    monkeypatch.setattr(TupeA, "positional_term",
+    original = TupeA.projections
+    monkeypatch.setattr(TupeA, "projections",
                         lambda self, n: calls.append(n) or original(self, n))
     x = torch.randn(7, 3, 32, requires_grad=True)
     padding = torch.zeros(3, 7, dtype=torch.bool)
@@ -402,3 +404,40 @@ def test_encoding_adam_counts_only_the_encodings_parameters(capsys):
     # tupe_a (tiny, 64 positions, 32 wide): per stack p 64x32, LayerNorm 2x32, U_Q, U_K 32x32+32
     assert rows == {"tupe_a": f"{2 * (64 * 32 + 2 * 32 + 2 * (32 * 32 + 32)) / 1e6:.3f}M",
                     "alibi": "0.000M"}
+
+
+def test_flat_results_one_record_per_encoding_length_and_dtype(quick):
+    """The shape of docs/benchmark-gpu.json: the model level's median ratios, read from
+    the run's own summary."""
+    _, doc = quick
+    flat = FLAT
+    assert flat["device"] == "cpu" and flat["torch"] == torch.__version__
+    [result] = doc["results"]
+    rows = result["summary"]["models"]
+    assert [r["encoding"] for r in flat["results"]] == ["stock (noise control)", *ENCODINGS]
+    for record, name in zip(flat["results"], ["stock_copy", *ENCODINGS]):
+        assert (record["length"], record["dtype"], record["size"]) == (12, "float32", "tiny")
+        assert record["train_ratio"] == rows[name]["train"]["ratio"]
+        assert record["translate_ratio"] == rows[name]["translate"]["ratio"]
+        assert record["memory_ratio"] == rows[name]["peak_ratio"]["train"]
+
+
+def test_half_precision_needs_cuda():
+    with pytest.raises(ValueError, match="needs CUDA"):
+        benchmark.run(quick=True, dtypes=["float16"], device="cpu", levels=("model",))
+
+
+def test_master_weight_adam_steps_float32_copies_of_half_parameters():
+    """fairseq's --fp16 optimizer: Adam on float32 masters, the half weights follow."""
+    half = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=torch.bfloat16))
+    ref = torch.nn.Parameter(torch.tensor([1.0, -2.0]))
+    optimizers = benchmark.make_optimizer([half], lr=0.1), benchmark.make_optimizer([ref], lr=0.1)
+    assert isinstance(optimizers[0], benchmark.MasterWeightAdam)
+    for _ in range(3):
+        for p, opt in zip((half, ref), optimizers):
+            opt.zero_grad()
+            p.grad = torch.tensor([0.5, -0.25], dtype=p.dtype)
+            opt.step()
+    assert optimizers[0].master[0].dtype == torch.float32
+    assert torch.equal(optimizers[0].master[0], ref.detach())
+    assert torch.equal(half.detach(), ref.detach().to(torch.bfloat16))

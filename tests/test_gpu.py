@@ -1,0 +1,131 @@
+"""On a CUDA GPU: every encoding decodes exactly, trains in fp16 and bf16, runs its GPU
+kernels exactly, and goes through ``fairseq-train --fp16`` / ``fairseq-generate --fp16``.
+
+Skipped where CUDA is absent (CI has no GPU). Run on a GPU machine with
+``python -m pytest tests/test_gpu.py -v``; a session with a GPU quotes its output in its
+note. The references are the same as on CPU: the full-sequence forward for incremental
+decoding, and the bias path (itself checked against the papers' formulas on CPU) for the
+concatenated low-rank kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import cli_utils as cu
+from model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_attention, build_model
+from test_decoding import random_source
+from test_kernels import CASES, layer_run, set_kernel
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture(autouse=True)
+def _exact_float32():
+    """float32 comparisons in float32 (TF32 matmuls round to 10 bits)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.mark.parametrize("encoding", ALL_ENCODINGS)
+def test_incremental_equals_full_forward_on_gpu(encoding):
+    model, d = build_model(encoding)
+    model.to(CUDA)
+    bsz, beam, steps = 2, 3, 9
+    src, lengths = random_source(d, bsz)
+    src, lengths = src.repeat_interleave(beam, 0).to(CUDA), lengths.repeat_interleave(beam, 0)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        enc_out = model.encoder(src, lengths.to(CUDA))
+        prefix = torch.full((bsz * beam, 1), d.eos(), device=CUDA)
+        state: dict = {}
+        for t in range(steps):
+            step = model.decoder(prefix, enc_out, incremental_state=state)[0][:, -1]
+            full = model.decoder(prefix, enc_out)[0][:, -1]
+            assert (step - full).abs().max() <= 1e-4, f"step {t}"
+            new_order = torch.cat([s * beam + torch.randint(0, beam, (beam,), generator=g)
+                                   for s in range(bsz)]).to(CUDA)
+            model.decoder.reorder_incremental_state_scripting(state, new_order)
+            nxt = torch.randint(d.nspecial, VOCAB, (bsz * beam, 1), generator=g).to(CUDA)
+            prefix = torch.cat([prefix[new_order], nxt], 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("encoding", ALL_ENCODINGS)
+def test_half_precision_training_step_is_finite(encoding, dtype):
+    model, d = build_model(encoding)
+    model.to(CUDA, dtype).train()
+    src, lengths = random_source(d)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 8))
+    prev[:, 0] = d.eos()
+    prev[0, -2:] = d.pad()
+    logits = model(src.to(CUDA), lengths.to(CUDA), prev.to(CUDA))[0]
+    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)),
+                                             prev.to(CUDA).view(-1), ignore_index=d.pad())
+    loss.backward()
+    assert math.isfinite(float(loss))
+    for name, p in model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("encoding,flags,causal", CASES)
+def test_concatenated_low_rank_kernel_on_gpu(encoding, flags, causal):
+    """The fused kernel with ``[q, P_Q] . [k, P_K]`` against the bias path, on the GPU,
+    float32, outputs and gradients."""
+    attn = build_attention(encoding, causal=causal, max_positions=12, **flags)
+    attn.float().to(CUDA).train()
+    T, B = 9, 3
+    x = torch.randn(T, B, attn.embed_dim, device=CUDA)
+    padding = torch.zeros(B, T, dtype=torch.bool, device=CUDA)
+    if causal:
+        padding[0, -3:] = True
+    else:
+        padding[0, :3] = True
+    runs = {}
+    for kernel in ("bias", "concat"):
+        attn.low_rank_kernel = kernel
+        runs[kernel] = layer_run(attn, x, causal, padding)
+    assert (runs["bias"][0] - runs["concat"][0]).abs().max() < 1e-4
+    for g_b, g_c in zip(runs["bias"][1], runs["concat"][1]):
+        if g_b is not None:
+            assert (g_b - g_c).abs().max() < 1e-3 * max(1.0, float(g_b.abs().max()))
+
+
+@pytest.mark.parametrize("encoding", ["diet_abs", "tupe_a", "tupe_r", "alibi"])
+def test_auto_kernel_on_gpu_is_the_concatenated_one(encoding):
+    model, d = build_model(encoding)
+    model.to(CUDA)
+    src, lengths = random_source(d)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=CUDA)
+    with torch.no_grad():
+        outs = {}
+        for kernel in ("bias", "auto"):
+            set_kernel(model, kernel)
+            enc_out = model.encoder(src.to(CUDA), lengths.to(CUDA))
+            outs[kernel] = model.decoder(prev, enc_out)[0]
+    assert (outs["bias"] - outs["auto"]).abs().max() < 1e-4
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpu_data")
+    raw, bin_ = root / "raw", root / "bin"
+    sizes = cu.create_parallel_corpus(raw, num_test=13)
+    cu.preprocess_translation_data(raw, bin_)
+    return raw, bin_, sizes
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", *ATTENTION_ENCODINGS])
+def test_fp16_train_and_generate_every_sentence(encoding, data, tmp_path):
+    raw, bin_, sizes = data
+    cu.train_translation_model(bin_, tmp_path, f"transformer_tiny_{encoding}", max_update=8,
+                               extra_flags=["--fp16"])
+    out = cu.generate_main(bin_, tmp_path / "checkpoint_last.pt", extra_flags=["--fp16"])
+    hyps = cu.hypotheses(out, "H")
+    assert sorted(hyps) == list(range(sizes["test"])), out[-2000:]
