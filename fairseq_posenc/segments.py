@@ -29,19 +29,24 @@ import torch
 from torch import Tensor, nn
 
 from .context import PositionContext, PositionKind
-from .encodings.base import PositionEncoding, check_positive, init_scalar_table
+from .encodings.base import PositionEncoding, init_scalar_table
+from .encodings.flags import Flag, add_flags
+
+NUM_SEGMENTS = Flag("--num-segments", "segments per source for --segment-attention / "
+                    "--segment-embedding (default 2)", default=2, type=int, metavar="K",
+                    minimum=1, hint="Use the most segments a source has.")
+SEGMENT_FLAGS = (
+    Flag("--segment-attention", "per-head segment attention S[l,h][seg(i), seg(j)] in "
+         "encoder self-attention (DIET)"),
+    Flag("--segment-embedding", "BERT-style segment embedding added to the source input"),
+    NUM_SEGMENTS,
+    Flag("--segment-separator", "source token that ends a segment (default <sep>)",
+         default="<sep>", metavar="TOKEN"),
+)
+
 
 def add_segment_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--segment-attention", action="store_true",
-                        help="per-head segment attention S[l,h][seg(i), seg(j)] in encoder "
-                             "self-attention (DIET)")
-    parser.add_argument("--segment-embedding", action="store_true",
-                        help="BERT-style segment embedding added to the source input")
-    parser.add_argument("--num-segments", type=int, default=2, metavar="K",
-                        help="segments per source for --segment-attention / "
-                             "--segment-embedding (default 2)")
-    parser.add_argument("--segment-separator", default="<sep>", metavar="TOKEN",
-                        help="source token that ends a segment (default <sep>)")
+    add_flags(parser, SEGMENT_FLAGS)
 
 
 def uses_segments(args: argparse.Namespace) -> bool:
@@ -51,7 +56,7 @@ def uses_segments(args: argparse.Namespace) -> bool:
 
 def check_segment_args(args: argparse.Namespace) -> None:
     if uses_segments(args):
-        check_positive(args.num_segments, "--num-segments", "Use the most segments a source has.")
+        NUM_SEGMENTS.check(args)
 
 
 def separator_index(args: argparse.Namespace, dictionary) -> int:

@@ -57,18 +57,14 @@ on ``len x len``.
 from __future__ import annotations
 
 import argparse
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..positions import clipped_index
-from .base import (
-    RelativeScalarBias,
-    add_max_len_arg,
-    check_optional_positive,
-    check_positive,
-)
+from .base import RelativeScalarBias
+from .flags import Flag, max_len_option
 from .registry import register_encoding
 
 #: The authors' MLP initialisation (``polynomial_score``): truncated normal, constant bias.
@@ -99,38 +95,28 @@ class HeadMLPs(nn.Module):
         return torch.baddbmm(self.b3.view(-1, 1, 1), h2, self.w3.unsqueeze(-1)).squeeze(-1)
 
 
+def soft_bucket_flags(name: str, max_len_help: str) -> tuple[Flag, ...]:
+    """``--NAME-max-len``, ``--NAME-l1-width``, ``--NAME-l2-width``: common to both."""
+    return (max_len_option(name, max_len_help), *(
+        Flag(f"--{name.replace('_', '-')}-{layer}-width",
+             f"{name}: width of hidden layer {layer[1]} of the per-head MLP g (default "
+             f"{width}, AT5's MT setting)", default=width, type=int, metavar="N", minimum=1,
+             hint="AT5's MT setting uses 32 and 4.")
+        for layer, width in (("l1", 32), ("l2", 4))))
+
+
 class SoftBucketBias(RelativeScalarBias):
     """``b_h(r) = g_{h,sign(r)}(f_h(r))``; subclasses define the soft bucket ``f``.
 
-    ``g_neg`` serves ``r <= 0``; ``g_pos`` (bidirectional stacks only) ``r > 0``. Flags
-    ``--NAME-max-len``, ``--NAME-l1-width``, ``--NAME-l2-width`` are common to both.
+    ``g_neg`` serves ``r <= 0``; ``g_pos`` (bidirectional stacks only) ``r > 0``.
     """
 
     default_layers = "first"
-    #: Help of ``--NAME-max-len``: what ``L`` does for this encoding.
-    max_len_help: ClassVar[str]
 
     def __init__(self, num_heads: int, causal: bool, l1: int, l2: int) -> None:
         super().__init__()
         self.g_neg = HeadMLPs(num_heads, l1, l2)
         self.g_pos = None if causal else HeadMLPs(num_heads, l1, l2)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_max_len_arg(parser, cls.name, cls.max_len_help)
-        flag = cls.name.replace("_", "-")
-        for layer, width in (("l1", 32), ("l2", 4)):
-            parser.add_argument(f"--{flag}-{layer}-width", type=int, default=width, metavar="N",
-                                help=f"{cls.name}: width of hidden layer {layer[1]} of the "
-                                     f"per-head MLP g (default {width}, AT5's MT setting)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, f"{cls.name}_max_len")
-        for layer in ("l1", "l2"):
-            dest = f"{cls.name}_{layer}_width"
-            check_positive(getattr(args, dest), "--" + dest.replace("_", "-"),
-                           "AT5's MT setting uses 32 and 4.")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -167,8 +153,14 @@ class SoftBucketBias(RelativeScalarBias):
 @register_encoding
 class AT5(SoftBucketBias):
     name = "at5"
-    max_len_help = ("L in alpha = relu(alpha_raw) / L (the paper's A = 1/n; 256 in AT5's MT "
-                    "setting); any length is supported")
+    flags = (
+        *soft_bucket_flags("at5", "L in alpha = relu(alpha_raw) / L (the paper's A = 1/n; "
+                                  "256 in AT5's MT setting); any length is supported"),
+        Flag("--at5-slope-min", "at5: raw slopes start uniform in [G, --at5-slope-max] "
+             "(Gamma_min; default 1.0, AT5's MT setting)", default=1.0, type=float, metavar="G"),
+        Flag("--at5-slope-max", "at5: upper end of the raw slopes' initial range (Gamma_max; "
+             "default 15.0, AT5's MT setting)", default=15.0, type=float, metavar="G"),
+    )
 
     def __init__(self, num_heads: int, causal: bool, l1: int, l2: int, max_len: int,
                  slope_min: float, slope_max: float) -> None:
@@ -178,16 +170,6 @@ class AT5(SoftBucketBias):
         self.beta = nn.Parameter(torch.empty(num_heads).uniform_(slope_min, slope_max))
         self.alpha = (None if causal else
                       nn.Parameter(torch.empty(num_heads).uniform_(slope_min, slope_max)))
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        super().add_args(parser)
-        parser.add_argument("--at5-slope-min", type=float, default=1.0, metavar="G",
-                            help="at5: raw slopes start uniform in [G, --at5-slope-max] "
-                                 "(Gamma_min; default 1.0, AT5's MT setting)")
-        parser.add_argument("--at5-slope-max", type=float, default=15.0, metavar="G",
-                            help="at5: upper end of the raw slopes' initial range "
-                                 "(Gamma_max; default 15.0, AT5's MT setting)")
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
@@ -213,7 +195,8 @@ class AT5(SoftBucketBias):
 @register_encoding
 class AT5NoBuckets(SoftBucketBias):
     name = "at5_nob"
-    max_len_help = "the table covers distances -(N-1)..N-1; longer ones are clipped"
+    flags = soft_bucket_flags("at5_nob", "the table covers distances -(N-1)..N-1; longer ones "
+                                         "are clipped")
 
     def __init__(self, num_heads: int, causal: bool, l1: int, l2: int, max_len: int) -> None:
         super().__init__(num_heads, causal, l1, l2)

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind, Window
+from .flags import Flag, add_flags, check_flags
 from ..positions import (
     clipped_index,
     distance_range,
@@ -58,13 +59,20 @@ class PositionEncoding(nn.Module):
     #: True for encodings added to the input embeddings (self-attention untouched).
     at_input: ClassVar[bool] = False
 
+    #: This encoding's hyperparameters as command-line flags (prefixed with its name);
+    #: a flag shared with another encoding is listed by both.
+    flags: ClassVar[tuple[Flag, ...]] = ()
+
     @classmethod
     def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        """Add this encoding's hyperparameters (flags prefixed with its name)."""
+        """Add :attr:`flags` to the model's parser."""
+        add_flags(parser, cls.flags)
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
-        """Raise ``ValueError`` with a fix for hyperparameters that make no sense."""
+        """Raise ``ValueError`` with a fix for hyperparameters that make no sense: each
+        flag's own check; encodings add checks that relate several flags."""
+        check_flags(args, cls.flags)
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -98,7 +106,7 @@ class PositionEncoding(nn.Module):
             return [shared if used_here else None for used_here in used]
         return [cls.build(args, **kwargs) if used_here else None for used_here in used]
 
-    #: Absolute encodings: the ``--<encoding>-max-len`` flag (see :func:`add_max_len_arg`)
+    #: Absolute encodings: the ``--<encoding>-max-len`` flag (see :func:`.flags.max_len`)
     #: whose value, by default the stack's max positions, bounds the sequence length.
     max_len_flag: ClassVar[Optional[str]] = None
 
@@ -308,26 +316,6 @@ def layers_with_encoding(args: argparse.Namespace, encoding: type[PositionEncodi
         raise ValueError(f"--pos-layers must be one of {', '.join(LAYER_CHOICES)}, "
                          f"got {choice!r}")
     return [choice == "all" or i == 0 for i in range(num_layers)]
-
-
-def check_positive(value: int, flag: str, hint: str) -> None:
-    if value is None or int(value) <= 0:
-        raise ValueError(f"{flag} must be a positive integer, got {value!r}. {hint}")
-
-
-def add_max_len_arg(parser: argparse.ArgumentParser, encoding: str, what: str) -> None:
-    """``--<encoding>-max-len N``, defaulting to the stack's --max-source/target-positions."""
-    parser.add_argument(f"--{encoding.replace('_', '-')}-max-len", type=int, default=None,
-                        metavar="N", help=f"{encoding}: {what} "
-                        "(default: --max-source-positions / --max-target-positions)")
-
-
-def check_optional_positive(args: argparse.Namespace, *dests: str) -> None:
-    """Flags that default to None (derived value) must be positive when given."""
-    for dest in dests:
-        value = getattr(args, dest)
-        if value is not None:
-            check_positive(value, "--" + dest.replace("_", "-"), "Leave it unset for the default.")
 
 
 def init_scalar_table(table: Tensor) -> None:

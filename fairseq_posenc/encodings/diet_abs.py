@@ -29,13 +29,8 @@ import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind
-from .base import (
-    SHARING_CHOICES,
-    PositionEncoding,
-    add_max_len_arg,
-    check_optional_positive,
-    init_scalar_table,
-)
+from .base import SHARING_CHOICES, PositionEncoding, init_scalar_table
+from .flags import Flag, max_len_option
 from .registry import register_encoding
 
 
@@ -44,6 +39,14 @@ class DietAbs(PositionEncoding):
     name = "diet_abs"
     kind = PositionKind.LOW_RANK
     max_len_flag = "--diet-abs-max-len"
+    flags = (
+        Flag("--diet-abs-rank", "diet_abs: rank d_p of P_Q, P_K (default: head dimension)",
+             default=None, type=int, metavar="D", minimum=1),
+        max_len_option("diet_abs", "positions in the tables; longer inputs are an error"),
+        Flag("--diet-abs-sharing", "diet_abs: share tables across layers (default, as the DIET "
+             "paper recommends), heads, or none", default="layer", choices=SHARING_CHOICES),
+        Flag("--diet-abs-symmetric", "diet_abs: P_K = P_Q (ABS-SCALAR of Chen et al. 2021a)"),
+    )
 
     def __init__(self, num_heads: int, max_len: int, rank: int, symmetric: bool) -> None:
         super().__init__()
@@ -54,21 +57,6 @@ class DietAbs(PositionEncoding):
         if not symmetric:
             self.p_k = nn.Parameter(torch.empty(num_heads, max_len, rank))
             init_scalar_table(self.p_k)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--diet-abs-rank", type=int, default=None, metavar="D",
-                            help="diet_abs: rank d_p of P_Q, P_K (default: head dimension)")
-        add_max_len_arg(parser, cls.name, "positions in the tables; longer inputs are an error")
-        parser.add_argument("--diet-abs-sharing", choices=SHARING_CHOICES, default="layer",
-                            help="diet_abs: share tables across layers (default, as the DIET "
-                                 "paper recommends), heads, or none")
-        parser.add_argument("--diet-abs-symmetric", action="store_true",
-                            help="diet_abs: P_K = P_Q (ABS-SCALAR of Chen et al. 2021a)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, "diet_abs_rank", "diet_abs_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

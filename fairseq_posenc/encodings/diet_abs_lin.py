@@ -37,17 +37,10 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .base import (
-    SHARING_CHOICES,
-    PositionEncoding,
-    add_max_len_arg,
-    check_optional_positive,
-    check_positive,
-    init_scalar_table,
-    layers_with_encoding,
-)
 from ..context import PositionContext, PositionKind
+from .base import SHARING_CHOICES, PositionEncoding, init_scalar_table, layers_with_encoding
 from .diet_abs import DietAbs
+from .flags import Flag, max_len_option
 from .registry import register_encoding
 
 
@@ -71,6 +64,17 @@ class LinTables(nn.Module):
 class DietAbsLin(PositionEncoding):
     name = "diet_abs_lin"
     kind = PositionKind.PROJECTION
+    flags = (
+        Flag("--diet-abs-lin-k", "diet_abs_lin: length k the encoder's keys and values are "
+             "projected to (default 32, as DIET's GLUE runs)", default=32, type=int,
+             metavar="K", minimum=1, hint="DIET uses k = 32."),
+        Flag("--diet-abs-lin-rank", "diet_abs_lin: rank d_p of P_Q, P_K (default: head "
+             "dimension)", default=None, type=int, metavar="D", minimum=1),
+        max_len_option("diet_abs_lin", "positions n of E and P_Q; longer inputs are an error"),
+        Flag("--diet-abs-lin-sharing", "diet_abs_lin: share P_Q, P_K across layers (default, "
+             "as diet_abs), heads, or none; E is always one per layer", default="layer",
+             choices=SHARING_CHOICES),
+    )
     max_len_flag = "--diet-abs-lin-max-len"
 
     def __init__(self, tables: LinTables, max_len: int, k: int) -> None:
@@ -78,23 +82,6 @@ class DietAbsLin(PositionEncoding):
         self.tables = tables
         self.e = nn.Parameter(torch.empty(k, max_len))
         nn.init.xavier_uniform_(self.e, gain=1 / math.sqrt(2))
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--diet-abs-lin-k", type=int, default=32, metavar="K",
-                            help="diet_abs_lin: length k the encoder's keys and values are "
-                                 "projected to (default 32, as DIET's GLUE runs)")
-        parser.add_argument("--diet-abs-lin-rank", type=int, default=None, metavar="D",
-                            help="diet_abs_lin: rank d_p of P_Q, P_K (default: head dimension)")
-        add_max_len_arg(parser, cls.name, "positions n of E and P_Q; longer inputs are an error")
-        parser.add_argument("--diet-abs-lin-sharing", choices=SHARING_CHOICES, default="layer",
-                            help="diet_abs_lin: share P_Q, P_K across layers (default, as "
-                                 "diet_abs), heads, or none; E is always one per layer")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_positive(args.diet_abs_lin_k, "--diet-abs-lin-k", "DIET uses k = 32.")
-        check_optional_positive(args, "diet_abs_lin_rank", "diet_abs_lin_max_len")
 
     @classmethod
     def build_stack(cls, args: argparse.Namespace, num_layers: int, *, num_heads: int,

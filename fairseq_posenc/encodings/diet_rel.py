@@ -24,37 +24,26 @@ import torch
 from torch import Tensor, nn
 
 from ..positions import clipped_index
-from .base import (
-    SHARING_CHOICES,
-    RelativeScalarBias,
-    add_max_len_arg,
-    check_optional_positive,
-    init_scalar_table,
-)
+from .base import SHARING_CHOICES, RelativeScalarBias, init_scalar_table
+from .flags import Flag, max_len_option
 from .registry import register_encoding
 
 
 @register_encoding
 class DietRel(RelativeScalarBias):
     name = "diet_rel"
+    flags = (
+        max_len_option("diet_rel",
+                       "the table covers distances -(N-1)..N-1; longer ones are clipped"),
+        Flag("--diet-rel-sharing", "diet_rel: share tables across layers or heads (default "
+             "none, as the DIET paper recommends)", default="none", choices=SHARING_CHOICES),
+    )
 
     def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
         super().__init__()
         self.r_lo, self.r_hi = -(max_len - 1), (0 if causal else max_len - 1)
         self.rel_bias = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1))
         init_scalar_table(self.rel_bias)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_max_len_arg(parser, cls.name,
-                        "the table covers distances -(N-1)..N-1; longer ones are clipped")
-        parser.add_argument("--diet-rel-sharing", choices=SHARING_CHOICES, default="none",
-                            help="diet_rel: share tables across layers or heads "
-                                 "(default none, as the DIET paper recommends)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, "diet_rel_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

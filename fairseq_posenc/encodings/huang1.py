@@ -19,7 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from ..context import PositionKind
-from .base import RelativeScalarBias, check_optional_positive
+from .base import RelativeScalarBias
+from .flags import clip_option
 from .registry import register_encoding
 
 
@@ -29,25 +30,10 @@ def huang_clip(args: argparse.Namespace, name: str, max_positions: int) -> int:
     return min(clip, max_positions - 1) if clip else max_positions - 1
 
 
-class OptionalClip:
-    """``--<name>-clip K`` for Huang et al.'s methods: optional, positive when given."""
-
-    name: str
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(f"--{cls.name}-clip", type=int, default=None, metavar="K",
-                            help=f"{cls.name}: clip relative distances to [-K, K] (default: "
-                                 "no clip, a table entry per distance up to the max positions)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, f"{cls.name}_clip")
-
-
 @register_encoding
-class Huang1(OptionalClip, RelativeScalarBias):
+class Huang1(RelativeScalarBias):
     name = "huang1"
+    flags = (clip_option("huang1"),)
     kind = PositionKind.DISTANCE_SCALE
 
     def __init__(self, num_heads: int, clip: int) -> None:

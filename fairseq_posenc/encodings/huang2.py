@@ -15,13 +15,15 @@ from torch import nn
 
 from ..context import PositionKind
 from .diet_rel import DietRel
-from .huang1 import OptionalClip, huang_clip
+from .flags import clip_option
+from .huang1 import huang_clip
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang2(OptionalClip, DietRel):
+class Huang2(DietRel):
     name = "huang2"
+    flags = (clip_option("huang2"),)
     kind = PositionKind.DISTANCE_SCALE
 
     def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:

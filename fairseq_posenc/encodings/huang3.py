@@ -27,13 +27,15 @@ from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind
 from .base import PositionEncoding, clipped_distance_index
-from .huang1 import OptionalClip, huang_clip
+from .flags import clip_option
+from .huang1 import huang_clip
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang3(OptionalClip, PositionEncoding):
+class Huang3(PositionEncoding):
     name = "huang3"
+    flags = (clip_option("huang3"),)
     kind = PositionKind.CONTENT_LOGITS
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:

@@ -21,13 +21,15 @@ from .base import (
     clipped_distance_index,
     init_scalar_table,
 )
-from .huang1 import OptionalClip, huang_clip
+from .flags import clip_option
+from .huang1 import huang_clip
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang4(OptionalClip, PositionEncoding):
+class Huang4(PositionEncoding):
     name = "huang4"
+    flags = (clip_option("huang4"),)
     kind = PositionKind.CONTENT_BIAS
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from ..context import PositionContext, PositionKind, Window
 from .base import PositionEncoding
+from .flags import Flag
 from .registry import register_encoding
 
 
@@ -45,6 +46,8 @@ def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
 class Rope(PositionEncoding):
     name = "rope"
     kind = PositionKind.ROTATION
+    flags = (Flag("--rope-base", "rope: base of the rotation frequencies (default 10000)",
+                  default=10000.0, type=float, metavar="B"),)
 
     def __init__(self, head_dim: int, base: float) -> None:
         super().__init__()
@@ -54,12 +57,8 @@ class Rope(PositionEncoding):
         self.register_buffer("theta", theta, persistent=False)
 
     @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--rope-base", type=float, default=10000.0, metavar="B",
-                            help="rope: base of the rotation frequencies (default 10000)")
-
-    @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
+        super().check_args(args)
         if not args.rope_base > 1:
             raise ValueError(f"--rope-base must be greater than 1, got {args.rope_base}")
 

@@ -18,20 +18,26 @@ Tables start Xavier-uniform (tensor2tensor's default ``uniform_unit_scaling``, f
 
 from __future__ import annotations
 
-import argparse
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind
-from .base import PositionEncoding, check_positive, clipped_distance_index
+from .base import PositionEncoding, clipped_distance_index
+from .flags import Flag
 from .registry import register_encoding
 
 
 @register_encoding
 class Shaw(PositionEncoding):
     name = "shaw"
+    flags = (
+        Flag("--shaw-clip", "shaw: clip relative distances to [-K, K] (default 16)", default=16,
+             type=int, metavar="K", minimum=1,
+             hint="Shaw et al. report flat BLEU for k >= 2 and use k = 16."),
+        Flag("--shaw-no-value", "shaw: no relative term on the values (keys only)"),
+    )
 
     def __init__(self, head_dim: int, clip: int, causal: bool, values: bool) -> None:
         super().__init__()
@@ -45,18 +51,6 @@ class Shaw(PositionEncoding):
             nn.init.xavier_uniform_(self.rel_value)
         # keys only: a bias that reads q; with values, a term on the probabilities too
         self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--shaw-clip", type=int, default=16, metavar="K",
-                            help="shaw: clip relative distances to [-K, K] (default 16)")
-        parser.add_argument("--shaw-no-value", action="store_true",
-                            help="shaw: no relative term on the values (keys only)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_positive(args.shaw_clip, "--shaw-clip",
-                       "Shaw et al. report flat BLEU for k >= 2 and use k = 16.")
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":

@@ -18,13 +18,15 @@ import torch
 from torch import Tensor, nn
 
 from ..positions import t5_bucket
-from .base import RelativeScalarBias, check_positive, init_scalar_table
+from .flags import bucket_options
+from .base import RelativeScalarBias, init_scalar_table
 from .registry import register_encoding
 
 
 @register_encoding
 class T5(RelativeScalarBias):
     name = "t5"
+    flags = bucket_options("t5", "T5")
 
     def __init__(
         self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool
@@ -35,14 +37,6 @@ class T5(RelativeScalarBias):
         self.bidirectional = bidirectional
         self.rel_bias = nn.Parameter(torch.empty(num_heads, num_buckets))
         init_scalar_table(self.rel_bias)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_bucket_args(parser, "t5", "T5")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_bucket_args(args, "t5", "T5")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -56,22 +50,3 @@ class T5(RelativeScalarBias):
         r = torch.arange(r_lo, r_hi + 1, device=self.rel_bias.device)
         buckets = t5_bucket(r, self.num_buckets, self.max_distance, self.bidirectional)
         return self.rel_bias[:, buckets]
-
-
-def add_bucket_args(parser: argparse.ArgumentParser, prefix: str, who: str) -> None:
-    """``--<prefix>-num-buckets`` (default 32) and ``--<prefix>-max-distance`` (128)."""
-    flag, name = prefix.replace("_", "-"), prefix
-    parser.add_argument(f"--{flag}-num-buckets", type=int, default=32, metavar="N",
-                        help=f"{name}: number of relative-position buckets (default 32, {who})")
-    parser.add_argument(f"--{flag}-max-distance", type=int, default=128, metavar="N",
-                        help=f"{name}: distances beyond this share the last bucket "
-                             f"(default 128, {who})")
-
-
-def check_bucket_args(args: argparse.Namespace, prefix: str, who: str) -> None:
-    flag = "--" + prefix.replace("_", "-")
-    buckets, distance = getattr(args, f"{prefix}_num_buckets"), getattr(args, f"{prefix}_max_distance")
-    check_positive(buckets, f"{flag}-num-buckets", f"{who} uses 32.")
-    check_positive(distance, f"{flag}-max-distance", f"{who} uses 128.")
-    if buckets < 4:
-        raise ValueError(f"{flag}-num-buckets must be at least 4 ({who} uses 32).")

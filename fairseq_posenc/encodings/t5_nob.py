@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from .base import add_max_len_arg, check_optional_positive
 from .diet_rel import DietRel
+from .flags import max_len_option
 from .registry import register_encoding
 
 
@@ -24,15 +24,8 @@ from .registry import register_encoding
 class T5NoBuckets(DietRel):
     name = "t5_nob"
     default_layers = "first"
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_max_len_arg(parser, cls.name,
-                        "the table covers distances -(N-1)..N-1; longer ones are clipped")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, "t5_nob_max_len")
+    flags = (max_len_option(
+        "t5_nob", "the table covers distances -(N-1)..N-1; longer ones are clipped"),)
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

@@ -66,19 +66,29 @@ from ..positions import expand_distance_bias
 from .base import (
     PositionEncoding,
     absolute_pair_bias,
-    add_max_len_arg,
     check_max_len,
-    check_optional_positive,
     init_scalar_table,
 )
 from .registry import register_encoding
-from .t5 import T5, add_bucket_args, check_bucket_args
+from .flags import Flag, bucket_options
+from .t5 import T5
+
+#: Flags of both TUPE variants.
+TUPE_FLAGS = (
+    Flag("--tupe-max-len", "tupe_a, tupe_r: rows of the absolute position table p; longer "
+         "inputs are an error (default: --max-source-positions / --max-target-positions)",
+         default=None, type=int, metavar="N", minimum=1),
+    Flag("--tupe-reset-first", "tupe_a, tupe_r: untie position 0 (the paper's [CLS] reset, "
+         "eq. 9): its positional row and column become two learned values per head (off: "
+         "translation has no [CLS])"),
+)
 
 
 @register_encoding
 class TupeA(PositionEncoding):
     name = "tupe_a"
     max_len_flag = "--tupe-max-len"
+    flags = TUPE_FLAGS
     #: The word logits are ``q.k / sqrt(2 d_h)``.
     content_scale = 2 ** -0.5
 
@@ -101,19 +111,6 @@ class TupeA(PositionEncoding):
             init_scalar_table(self.theta)
         # The reset replaces a row and a column of the product: no longer low-rank.
         self.kind = PositionKind.PAIR_BIAS if reset_first else PositionKind.LOW_RANK
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_max_len_arg(parser, "tupe", "tupe_a, tupe_r: rows of the absolute position "
-                        "table p; longer inputs are an error")
-        parser.add_argument("--tupe-reset-first", action="store_true",
-                            help="tupe_a, tupe_r: untie position 0 (the paper's [CLS] reset, "
-                                 "eq. 9): its positional row and column become two learned "
-                                 "values per head (off: translation has no [CLS])")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, "tupe_max_len")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
@@ -185,20 +182,12 @@ class TupeA(PositionEncoding):
 @register_encoding
 class TupeR(TupeA):
     name = "tupe_r"
+    flags = (*TUPE_FLAGS, *bucket_options("tupe_r", "TUPE-R"))
 
     def __init__(self, num_heads: int, head_dim: int, max_len: int, reset_first: bool,
                  num_buckets: int, max_distance: int, bidirectional: bool) -> None:
         super().__init__(num_heads, head_dim, max_len, reset_first)
         self.rel = T5(num_heads, num_buckets, max_distance, bidirectional)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:  # tupe_a's flags: shared
-        add_bucket_args(parser, "tupe_r", "TUPE-R")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super().check_args(args)
-        check_bucket_args(args, "tupe_r", "TUPE-R")
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeR":

@@ -49,11 +49,11 @@ from ..context import PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
     PositionEncoding,
-    check_optional_positive,
     clipped_distance_index,
     init_scalar_table,
     layers_with_encoding,
 )
+from .flags import Flag
 from .registry import register_encoding
 
 
@@ -82,6 +82,12 @@ class XLQueryBiases(nn.Module):
 class TransformerXL(PositionEncoding):
     name = "xl"
     kind = PositionKind.CONTENT_BIAS
+    flags = (
+        Flag("--xl-untie-r", "xl: one pair of query biases u, v per layer (XLNet's untie_r; "
+             "default: one pair per stack, as Transformer-XL)"),
+        Flag("--xl-clamp-len", "xl: clip relative distances to [-K, K] (Transformer-XL's "
+             "clamp_len; default: no clip)", default=None, type=int, metavar="K", minimum=1),
+    )
 
     def __init__(self, num_heads: int, head_dim: int, causal: bool, clamp: Optional[int],
                  biases: Optional[XLQueryBiases] = None) -> None:
@@ -93,19 +99,6 @@ class TransformerXL(PositionEncoding):
         self.r_proj = nn.Parameter(torch.empty(dim, dim))  # W_R, as nn.Linear's (out, in)
         init_scalar_table(self.r_proj)
         self.biases = biases if biases is not None else XLQueryBiases(num_heads, head_dim)
-
-    @classmethod
-    def add_args(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--xl-untie-r", action="store_true",
-                            help="xl: one pair of query biases u, v per layer (XLNet's "
-                                 "untie_r; default: one pair per stack, as Transformer-XL)")
-        parser.add_argument("--xl-clamp-len", type=int, default=None, metavar="K",
-                            help="xl: clip relative distances to [-K, K] (Transformer-XL's "
-                                 "clamp_len; default: no clip)")
-
-    @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        check_optional_positive(args, "xl_clamp_len")
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions,
