@@ -100,13 +100,22 @@ class AttachedPositions:
     terms: tuple[PositionEncoding, ...]
     scope: PositionScope
 
+    @classmethod
+    def of(cls, encoding: Optional[PositionEncoding], scope: PositionScope,
+           extra_terms: Sequence[PositionEncoding] = ()) -> "AttachedPositions":
+        """``encoding`` None: no position term of its own (``--pos-layers first``).
+        ``extra_terms``: further terms, e.g. segment attention."""
+        own = () if encoding is None else encoding.terms()
+        return cls(encoding, (*own, *extra_terms), scope)
+
     @property
     def content_scale(self) -> float:
         return 1.0 if self.encoding is None else self.encoding.content_scale
 
 
 class PositionalMultiheadAttention(MultiheadAttention):
-    """Position-aware self-attention. The stack calls :meth:`attach` once after building.
+    """Position-aware self-attention, built with its position terms (``positions``; none
+    by default: :meth:`attach` gives a layer built on its own its terms).
 
     ``low_rank_kernel``: how ``LOW_RANK`` terms run on the fused path (see the module
     docstring); every choice computes the same numbers.
@@ -120,6 +129,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q_noise: float = 0.0,
         qn_block_size: int = 8,
         low_rank_kernel: LowRankKernel = "auto",
+        positions: Optional[AttachedPositions] = None,
     ) -> None:
         super().__init__(
             embed_dim,
@@ -130,14 +140,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
             qn_block_size=qn_block_size,
         )
         self.low_rank_kernel: LowRankKernel = low_rank_kernel
-        self.attach(None, PositionScope())
+        self._positions = positions or AttachedPositions.of(None, PositionScope())
 
     def attach(self, encoding: Optional[PositionEncoding], scope: PositionScope,
                extra_terms: Sequence[PositionEncoding] = ()) -> None:
-        """``encoding`` None: no position term of its own in this layer (``--pos-layers
-        first``). ``extra_terms``: further terms, e.g. segment attention."""
-        own = () if encoding is None else encoding.terms()
-        self._positions = AttachedPositions(encoding, (*own, *extra_terms), scope)
+        """Replace the layer's position terms (:meth:`AttachedPositions.of`)."""
+        self._positions = AttachedPositions.of(encoding, scope, extra_terms)
 
     @property
     def encoding(self) -> Optional[PositionEncoding]:

@@ -9,16 +9,19 @@ The model is fairseq's args-based ``TransformerModel`` with
   positions`` keeps them for ablations) and every encoder and decoder self-attention
   replaced by :class:`PositionalMultiheadAttention`. Encoder-decoder attention is stock.
 
-Each stack (encoder, decoder) owns its encoding modules (one per layer, or one shared by
-all layers) and builds a :class:`PositionContext` for each forward, which its layers read
-through the stack's :class:`PositionScope`; the decoder keeps one context per generated
-sequence in ``incremental_state`` so that per-step work is a slice.
+Each stack (encoder, decoder) is built in one phase: its position terms first (one encoding
+per layer, or one shared by all layers; segment attention), then the layers, each built
+with its terms. The stack owns (registers) the terms; it builds a :class:`PositionContext`
+for each forward, which its layers read through the stack's :class:`PositionScope`, and
+the decoder keeps one context per generated sequence in ``incremental_state`` so that
+per-step work is a slice.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -37,7 +40,7 @@ from fairseq.modules.transformer_layer import (
 )
 from torch import Tensor, nn
 
-from .attention import PositionalMultiheadAttention
+from .attention import AttachedPositions, PositionalMultiheadAttention
 from .checkpoint import decode_tag, encode_tag
 from .context import PositionContext, PositionScope
 from .encodings import ENCODINGS, get_encoding
@@ -129,22 +132,41 @@ def configure_positions(args: argparse.Namespace) -> None:
 # --- layers and stacks --------------------------------------------------------------
 
 
-def positional_self_attention(layer: nn.Module, heads: int, cfg: TransformerConfig):
+def positional_self_attention(layer: nn.Module, heads: int, cfg: TransformerConfig,
+                              positions: AttachedPositions) -> PositionalMultiheadAttention:
     return PositionalMultiheadAttention(
         layer.embed_dim,
         heads,
         dropout=cfg.attention_dropout,
         q_noise=layer.quant_noise,
         qn_block_size=layer.quant_noise_block_size,
+        positions=positions,
     )
 
 
 class PositionalEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with position-aware self-attention built with ``positions``."""
+
+    def __init__(self, cfg: TransformerConfig, positions: AttachedPositions,
+                 return_fc: bool = False) -> None:
+        self._pending_positions = positions  # read by build_self_attention, within __init__
+        super().__init__(cfg, return_fc=return_fc)
+        del self._pending_positions
+
     def build_self_attention(self, embed_dim: int, cfg: TransformerConfig):
-        return positional_self_attention(self, cfg.encoder.attention_heads, cfg)
+        return positional_self_attention(self, cfg.encoder.attention_heads, cfg,
+                                         self._pending_positions)
 
 
 class PositionalDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer with position-aware self-attention built with ``positions``."""
+
+    def __init__(self, cfg: TransformerConfig, positions: AttachedPositions,
+                 no_encoder_attn: bool = False) -> None:
+        self._pending_positions = positions  # read by build_self_attention, within __init__
+        super().__init__(cfg, no_encoder_attn)
+        del self._pending_positions
+
     def build_self_attention(
         self, embed_dim: int, cfg: TransformerConfig, add_bias_kv=False, add_zero_attn=False
     ):
@@ -153,7 +175,8 @@ class PositionalDecoderLayer(TransformerDecoderLayerBase):
                 "attention-level position encodings do not support --cross-self-attention "
                 "or bias_kv / zero_attn in decoder self-attention"
             )
-        return positional_self_attention(self, cfg.decoder.attention_heads, cfg)
+        return positional_self_attention(self, cfg.decoder.attention_heads, cfg,
+                                         self._pending_positions)
 
 
 def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
@@ -164,9 +187,25 @@ def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
     return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
 
 
+@dataclass
+class StackPositions:
+    """Phase one of a stack's build: the position terms of each of its layers, made before
+    the layers; phase two hands them out, one layer at a time, as fairseq builds each."""
+
+    scope: PositionScope
+    #: Per layer: its encoding (None: plain) and further terms (segment attention).
+    encodings: list[Optional[PositionEncoding]]
+    extra_terms: list[list[PositionEncoding]]
+    built: int = field(default=0)
+
+    def next_layer(self) -> AttachedPositions:
+        i, self.built = self.built, self.built + 1
+        return AttachedPositions.of(self.encodings[i], self.scope, self.extra_terms[i])
+
+
 class PositionalStack:
-    """Mixin for the encoder and decoder: owns the encodings and the scope through which
-    its layers read the context of each forward."""
+    """Mixin for the encoder and decoder: builds and owns the position terms, and the scope
+    through which its layers read the context of each forward."""
 
     args: argparse.Namespace
     layers: nn.ModuleList
@@ -175,32 +214,42 @@ class PositionalStack:
     def _uses_attention_encoding(self) -> bool:
         return not get_encoding(self.args.pos_encoding).at_input
 
-    def _setup_positions(self, causal: bool, max_positions: int, side: str,
-                         extra_terms: Optional[list[PositionEncoding]] = None) -> None:
-        """Build the encodings and attach them, with ``extra_terms[i]`` (segment
-        attention), to the self-attention of every layer ``i``."""
+    def _layer_positions(self, stack: TransformerConfig, causal: bool,
+                         max_positions: int) -> AttachedPositions:
+        """The next layer's terms; the first call builds those of the whole stack."""
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if plan is None:
+            heads, layers = stack.attention_heads, stack.layers
+            head_dim = stack.embed_dim // heads
+            encoding = get_encoding(self.args.pos_encoding)
+            per_layer: list[Optional[PositionEncoding]] = [None] * layers
+            if not encoding.at_input:
+                per_layer = encoding.build_stack(self.args, layers, num_heads=heads,
+                                                 head_dim=head_dim, causal=causal,
+                                                 max_positions=max_positions)
+            plan = self._plan = StackPositions(PositionScope(), per_layer,
+                                               self._extra_terms(heads, layers))
+        return plan.next_layer()
+
+    def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
+        """Per layer, the terms beside the encoding's (the encoder's segment attention)."""
+        return [[] for _ in range(layers)]
+
+    def _own_positions(self, max_positions: int, side: str) -> Optional[StackPositions]:
+        """After the layers: register the encodings (one module per shared encoding), after
+        every other submodule as before (so the parameters, and an optimizer's state,
+        keep their order); returns the plan, None if no layer had position terms."""
         encoding = get_encoding(self.args.pos_encoding)
         self.pos_max_length = encoding.max_length(self.args, max_positions)
         self.pos_side = side
-        self.pos_scope = PositionScope()
-        if not self._uses_attention_encoding() or len(self.layers) == 0:
-            return  # no self-attention to give positions to
-        first = self.layers[0].self_attn
-        per_layer: list[Optional[PositionEncoding]] = [None] * len(self.layers)
-        if not encoding.at_input:
-            per_layer = encoding.build_stack(
-                self.args,
-                len(self.layers),
-                num_heads=first.num_heads,
-                head_dim=first.head_dim,
-                causal=causal,
-                max_positions=max_positions,
-            )
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if plan is not None:
+            del self._plan
+        self.pos_scope = plan.scope if plan is not None else PositionScope()
+        if plan is not None and not encoding.at_input:
             self.pos_encodings = nn.ModuleList(
-                [m for m in dict.fromkeys(per_layer) if m is not None])
-        for i, module in enumerate(per_layer):  # index: LayerDropModuleList's iter drops
-            extra = [extra_terms[i]] if extra_terms else []
-            self.layers[i].self_attn.attach(module, self.pos_scope, extra)
+                [m for m in dict.fromkeys(plan.encodings) if m is not None])
+        return plan
 
     def _check_length(self, tokens: Tensor) -> None:
         limit = self.pos_max_length
@@ -223,18 +272,19 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
     def __init__(self, args, dictionary, embed_tokens, return_fc: bool = False) -> None:
         super().__init__(args, dictionary, embed_tokens, return_fc=return_fc)
         self.segment_separator: Optional[int] = None
-        segment_attention: Optional[list[PositionEncoding]] = None
         if uses_segments(args):
             self.segment_separator = separator_index(args, dictionary)
         if args.segment_embedding:
             self.segment_embed = segment_embedding(args.num_segments, embed_tokens.embedding_dim)
-        if args.segment_attention:
-            heads = self.layers[0].self_attn.num_heads
-            self.segment_attention = nn.ModuleList(
-                [SegmentAttention(heads, args.num_segments) for _ in self.layers])
-            segment_attention = list(self.segment_attention)
-        self._setup_positions(causal=False, max_positions=args.max_source_positions,
-                              side="source", extra_terms=segment_attention)
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if args.segment_attention and plan is not None:
+            self.segment_attention = nn.ModuleList([terms[0] for terms in plan.extra_terms])
+        self._own_positions(args.max_source_positions, "source")
+
+    def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
+        if not self.args.segment_attention:
+            return super()._extra_terms(heads, layers)
+        return [[SegmentAttention(heads, self.args.num_segments)] for _ in range(layers)]
 
     def _uses_attention_encoding(self) -> bool:
         return super()._uses_attention_encoding() or bool(self.args.segment_attention)
@@ -243,7 +293,9 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
         if not self._uses_attention_encoding():
             return super().build_encoder_layer(args)
         cfg = TransformerConfig.from_namespace(args)
-        return wrap_layer(PositionalEncoderLayer(cfg, return_fc=self.return_fc), cfg)
+        positions = self._layer_positions(cfg.encoder, causal=False,
+                                          max_positions=cfg.max_source_positions)
+        return wrap_layer(PositionalEncoderLayer(cfg, positions, return_fc=self.return_fc), cfg)
 
     def forward_embedding(self, src_tokens, token_embedding: Optional[Tensor] = None):
         if self.args.segment_embedding:  # BERT: token + segment (+ position) embeddings
@@ -267,13 +319,15 @@ class PositionalDecoder(PositionalStack, TransformerDecoder):
                  output_projection=None) -> None:
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
-        self._setup_positions(causal=True, max_positions=args.max_target_positions, side="target")
+        self._own_positions(args.max_target_positions, "target")
 
     def build_decoder_layer(self, args, no_encoder_attn: bool = False):
         if not self._uses_attention_encoding():
             return super().build_decoder_layer(args, no_encoder_attn)
         cfg = TransformerConfig.from_namespace(args)
-        return wrap_layer(PositionalDecoderLayer(cfg, no_encoder_attn), cfg)
+        positions = self._layer_positions(cfg.decoder, causal=True,
+                                          max_positions=cfg.max_target_positions)
+        return wrap_layer(PositionalDecoderLayer(cfg, positions, no_encoder_attn), cfg)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
                          full_context_alignment: bool = False, alignment_layer=None,

@@ -31,6 +31,8 @@ def test_legacy_checkpoint_loads_with_the_same_outputs(encoding):
     saved = torch.load(LEGACY / f"{encoding}.pt", weights_only=True)
     assert saved["encoding"] == encoding
     model, _ = build_model(encoding, saved["flags"])
+    # The same parameters in the same order: fairseq's optimizer state is by position.
+    assert list(model.state_dict()) == list(saved["state_dict"])
     model.load_state_dict(saved["state_dict"], strict=True)
     inputs = saved["inputs"]
     with torch.no_grad():
