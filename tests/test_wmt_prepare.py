@@ -368,3 +368,49 @@ def test_command_line_checks(tmp_path, capsys):
     assert prepare.main(["--list"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in prepare.DATASETS)
+
+
+# --- pinned sizes and hashes of the published archives ----------------------------------
+
+
+def test_every_training_archive_has_a_pinned_size_and_hash():
+    urls = {url for corpus in prepare.CORPORA.values() for url, _ in corpus.files.values()
+            if url.startswith("http")}
+    assert urls <= set(prepare.PUBLISHED_ARCHIVES)
+    for url in urls:
+        known = prepare.PUBLISHED_ARCHIVES[url]
+        assert known.size > 0 and (known.sha256 or known.sha1), url
+    assert prepare.PUBLISHED_ARCHIVES[prepare.COMMONCRAWL].size == 918_311_367
+    assert prepare.PUBLISHED_ARCHIVES[prepare.NC_V12].size == 168_591_139
+    assert prepare.PUBLISHED_ARCHIVES[prepare.NC_V13].size == 113_157_482
+
+
+@pytest.mark.parametrize("change", ["size", "content"])
+def test_an_archive_that_differs_from_the_published_one_fails_clearly(mirror, tmp_path, change):
+    """Downloaded from its official URL (here on loopback), an archive whose size or hash is
+    not the published one is an error that says which and what to do; with the pinned
+    values it passes."""
+    data = (mirror / NC_V10).read_bytes()
+    with fake_archives.MirrorServer(mirror) as srv:
+        url = f"{srv.url}/{NC_V10}"
+        good = prepare.PublishedArchive(size=len(data),
+                                        sha256=prepare.hashlib.sha256(data).hexdigest())
+        bad = (prepare.PublishedArchive(size=len(data) + 1, sha256=good.sha256)
+               if change == "size" else
+               prepare.PublishedArchive(size=len(data), sha1="0" * 40))
+        downloader = prepare.Downloader(tmp_path / "bad", published={url: bad},
+                                        retry_wait=0)
+        with pytest.raises(prepare.PrepareError) as error:
+            downloader.fetch(url)
+        message = str(error.value)
+        assert ("bytes" if change == "size" else "sha1") in message
+        assert "published" in message and "--ignore-published-checksums" in message
+        path, _ = prepare.Downloader(tmp_path / "good", published={url: good}).fetch(url)
+        assert path.read_bytes() == data
+
+
+def test_wmt17_takes_rapid_2016_from_wmt17():
+    url, member = prepare.CORPORA["rapid_2016"].files["de-en"]
+    assert url == "http://data.statmt.org/wmt17/translation-task/rapid2016.tgz"
+    assert member == "rapid2016.de-en"
+    assert "rapid_2016" in prepare.DATASETS["wmt17_en_de"].corpora

@@ -54,6 +54,35 @@ def test_training_flags_follow_each_paper():
     assert flag(args, "--keep-interval-updates") == "5"
 
 
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_world_size_is_the_one_the_update_frequency_was_computed_for(gpus):
+    """Without --distributed-world-size fairseq trains on every visible GPU: with --gpus 1
+    on an 8-GPU node that is 8 x 4096 x 7 tokens per update instead of the paper's 25k."""
+    [run] = reproduce.select("at5", "T5", "2016")
+    scale = reproduce.Scale(gpus=gpus)
+    args = reproduce.train_args(run, Path("D"), Path("W"), scale)
+    world = int(flag(args, "--distributed-world-size"))
+    assert world == gpus
+    assert world * scale.max_tokens * int(flag(args, "--update-freq")) < 2 * 25000
+
+
+def test_at5_evaluates_the_checkpoint_best_on_its_validation_set(tmp_path):
+    """AT5 validates on newstest2014 (the wmt17 dataset's valid split): the checkpoint
+    chosen on it, fairseq's checkpoint_best.pt, not the last one."""
+    [run] = reproduce.select("at5", "AT5", "2015")
+    save = run.save_dir(tmp_path)
+    save.mkdir(parents=True)
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+        (save / name).write_bytes(b"")
+    assert reproduce.final_checkpoint(run, tmp_path) == save / "checkpoint_best.pt"
+    [run] = reproduce.select("diet", "DIET-REL", "EN-DE")  # DIET: the last one
+    save = run.save_dir(tmp_path)
+    save.mkdir(parents=True)
+    for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
+        (save / name).write_bytes(b"")
+    assert reproduce.final_checkpoint(run, tmp_path) == save / "checkpoint_last.pt"
+
+
 def test_at5_years_share_one_training():
     runs = reproduce.select("at5")
     assert len(runs) == 16 and len(reproduce.trainings(runs)) == 4

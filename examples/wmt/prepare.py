@@ -92,7 +92,8 @@ process was killed); the size is checked against Content-Length / Content-Range;
 archive is read through completely (gzip CRC) before use; a corrupt or truncated archive is
 reported, deleted and fetched once more, then the run stops with a message saying what to do.
 The sha256 of each finished download is stored in ``NAME.sha256`` and checked whenever a
-rerun uses the file. Each step writes a stamp; a rerun skips steps whose stamp and outputs
+rerun uses the file; a download from an official URL must also have the published size and
+hash (``PUBLISHED_ARCHIVES``; ``--ignore-published-checksums`` accepts another). Each step writes a stamp; a rerun skips steps whose stamp and outputs
 exist and whose inputs and settings are unchanged. Every output file is written under a
 temporary name and renamed. Parallel files whose line counts differ stop the run with a
 message naming both files and their counts.
@@ -159,11 +160,46 @@ COMMONCRAWL = "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"
 NC_V10 = "http://www.statmt.org/wmt15/training-parallel-nc-v10.tgz"
 NC_V12 = "http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz"
 NC_V13 = "http://data.statmt.org/wmt18/translation-task/training-parallel-nc-v13.tgz"
-RAPID_2016 = "http://data.statmt.org/wmt18/translation-task/rapid2016.tgz"
+# WMT17's own copy (WMT18's rapid2016.tgz is another file: 161,050,516 bytes)
+RAPID_2016 = "http://data.statmt.org/wmt17/translation-task/rapid2016.tgz"
 PARACRAWL_V1 = (
     "https://s3.amazonaws.com/web-language-models/paracrawl/release1/"
     "paracrawl-release1.en-{x}.zipporah0-dedup-clean.tgz"
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedArchive:
+    """The size and a hash of an archive as published; sha256 where one is listed, else
+    sha1."""
+
+    size: int
+    sha256: Optional[str] = None
+    sha1: Optional[str] = None
+
+
+#: Every training archive, as published. sha256 and sizes: TensorFlow Datasets'
+#: ``url_checksums/wmt15_translate.txt``, ``wmt17_translate.txt``, ``wmt18_translate.txt``;
+#: WMT17's Rapid 2016, which TFDS takes from WMT18: sha1 and size from gluon-nlp's
+#: ``scripts/datasets/url_checksums/wmt.txt``. Checked on downloads from these URLs.
+PUBLISHED_ARCHIVES: Dict[str, PublishedArchive] = {
+    EUROPARL_V7: PublishedArchive(
+        657_632_379, sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7"),
+    COMMONCRAWL: PublishedArchive(
+        918_311_367, sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5"),
+    NC_V10: PublishedArchive(
+        125_136_590, sha256="11e053e7ea29e87e69a1ad05e61cb559820947ecec144ea8c1d6cf05017c9602"),
+    NC_V12: PublishedArchive(
+        168_591_139, sha256="2b45f30ef1d550d302fd17dd3a5cbe19134ccc4c2cf50c2dae534aee600101a2"),
+    NC_V13: PublishedArchive(
+        113_157_482, sha256="17992b7e919cfb754c60f4e754148bc23b80706ad0ed7b34150831a554b40c91"),
+    RAPID_2016: PublishedArchive(163_416_042, sha1="8b173ce0bc77f2a1a57c8134143e3b5ae228a6e2"),
+    PARACRAWL_V1.format(x="de"): PublishedArchive(
+        1_918_708_277,
+        sha256="435ce65e26ed2d44dd0d627f0b558d25bfe31d9ccb35caef050938745c23ea8c"),
+    PARACRAWL_V1.format(x="cs"): PublishedArchive(
+        299_052_360, sha256="221f88bac9f48ed6ef94bad5490890066f508be00e8f102cf19edf2a1413c350"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -538,7 +574,9 @@ def verify_archive(path: Path) -> int:
 class Downloader:
     """Resumable downloads into ``download_dir`` with verification.
 
-    ``expected_sha256`` maps URLs to known checksums (from a mirror's SHA256SUMS)."""
+    ``expected_sha256`` maps URLs to known checksums (from a mirror's SHA256SUMS);
+    ``published`` maps URLs to the size and hash of the archive as published
+    (:data:`PUBLISHED_ARCHIVES`), for downloads from those URLs."""
 
     def __init__(
         self,
@@ -548,10 +586,12 @@ class Downloader:
         retries: int = 3,
         retry_wait: float = 5.0,
         timeout: float = 60.0,
+        published: Optional[Dict[str, PublishedArchive]] = None,
     ):
         self.dir = download_dir
         self.mirror = mirror
         self.expected = expected_sha256 or {}
+        self.published = published or {}
         self.retries = retries
         self.retry_wait = retry_wait
         self.timeout = timeout
@@ -578,7 +618,8 @@ class Downloader:
             recorded = sidecar.read_text().split()[0] if sidecar.exists() else None
             if recorded:
                 actual = sha256_file(path)
-                if actual == recorded and (expected is None or actual == expected):
+                if (actual == recorded and (expected is None or actual == expected)
+                        and self._as_published(path, url, actual) is None):
                     log(f"download {path.name}: done (sha256 verified)")
                     return path, actual
                 log(
@@ -617,10 +658,38 @@ class Downloader:
                     f"and put it at {path} (the next run verifies it), or use --mirror."
                 ) from e
             digest = sha256_file(part)
+            differs = self._as_published(part, url, digest)
+            if differs is not None:
+                part.unlink()
+                raise PrepareError(
+                    f"{path.name} from {src} is not the archive as published: {differs}. The "
+                    "server's copy may have changed or been damaged; the data would then not "
+                    "be the papers'. Try again later, or pass --ignore-published-checksums to "
+                    "use it anyway (and say so beside any table made from it).")
             os.replace(part, path)
             write_text_atomic(sidecar, f"{digest}  {path.name}\n")
             return path, digest
         raise AssertionError("unreachable")
+
+    def _as_published(self, path: Path, url: str, sha256: str) -> Optional[str]:
+        """None if ``path`` is ``url``'s archive as published (or nothing is pinned for
+        it), else what differs."""
+        known = self.published.get(url)
+        if known is None:
+            return None
+        size = path.stat().st_size
+        if size != known.size:
+            return f"{size:,} bytes, the published archive has {known.size:,}"
+        if known.sha256 is not None and sha256 != known.sha256:
+            return f"sha256 {sha256}, the published archive has {known.sha256}"
+        if known.sha1 is not None:
+            h = hashlib.sha1()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            if h.hexdigest() != known.sha1:
+                return f"sha1 {h.hexdigest()}, the published archive has {known.sha1}"
+        return None
 
     def _check(self, path: Path, url: str, src: str, expected: Optional[str]) -> None:
         if expected is not None:
@@ -1099,6 +1168,9 @@ class Options:
     retry_wait: float
     timeout: float
     download_only: bool
+    # check archives from the official URLs against PUBLISHED_ARCHIVES (a --mirror vouches
+    # for its files with its own SHA256SUMS)
+    check_published: bool = True
 
 
 class Preparation:
@@ -1125,6 +1197,7 @@ class Preparation:
             retries=opts.retries,
             retry_wait=opts.retry_wait,
             timeout=opts.timeout,
+            published=PUBLISHED_ARCHIVES if opts.check_published and not opts.mirror else None,
         )
 
     # -- helpers ------------------------------------------------------------------------
@@ -1648,6 +1721,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "share one between datasets to download each corpus once)")
     p.add_argument("--mirror", help="fetch every URL from BASE/<host>/<path> (URL or directory; "
                    "SHA256SUMS / MD5SUMS there are used), e.g. fake_archives.py's output")
+    p.add_argument("--ignore-published-checksums", action="store_true",
+                   help="accept a downloaded archive whose size or hash is not the published "
+                        "one (then the data may not be the papers')")
     p.add_argument("--sacrebleu-dir", type=Path, help="sacreBLEU's cache ($SACREBLEU); default "
                    "sacreBLEU's own ($SACREBLEU or ~/.sacrebleu), or DEST/sacrebleu with --mirror")
     p.add_argument("--bpe", choices=("subword-nmt", "sentencepiece"), default="subword-nmt")
@@ -1721,6 +1797,7 @@ def options_from_args(
         retry_wait=args.retry_wait,
         timeout=args.timeout,
         download_only=args.download_only,
+        check_published=not args.ignore_published_checksums,
     )
     return spec, opts
 

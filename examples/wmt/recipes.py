@@ -40,7 +40,10 @@ class Paper:
     max_update: int
     batch_tokens: int  # tokens per update (all GPUs, all accumulation steps)
     model_flags: tuple[str, ...] = ()
-    average_last: int = 0  # average this many last checkpoints (0: use the last one)
+    average_last: int = 0  # average this many last checkpoints (0: see ``checkpoint``)
+    # which checkpoint is evaluated when none are averaged: "last", or "best" (fairseq's
+    # checkpoint_best.pt, chosen on the dataset's validation set)
+    checkpoint: str = "last"
     notes: tuple[str, ...] = field(default=())
 
 
@@ -125,6 +128,9 @@ AT5 = Paper(
     # not stated: training length; Vaswani et al.'s base setting (100k updates)
     max_update=100_000,
     batch_tokens=25_000,
+    # "newstest2014 dataset as the validation dataset": the checkpoint chosen on it. Not
+    # stated: by what; fairseq's default, the validation loss.
+    checkpoint="best",
 )
 
 PAPERS: dict[str, Paper] = {p.key: p for p in (CHEN2021A, DIET, AT5)}

@@ -16,7 +16,8 @@ as written by ``prepare.py`` (``bin/``, ``refs/``, ``manifest.json``).
 Training follows each paper (``recipes.py``): Transformer base, the paper's batch in tokens
 per update reached on any number of GPUs through ``--max-tokens`` per GPU and
 ``--update-freq``, the paper's number of updates. Evaluation averages the last checkpoints
-where the paper's setup implies it, translates every test sentence (beam 10, length
+where the paper's setup implies it (AT5: the checkpoint best on its validation set,
+newstest2014), translates every test sentence (beam 10, length
 penalty 0.6, ``--required-batch-size-multiple 1``; a missing hypothesis is an error),
 detokenizes, and scores with sacreBLEU as the paper did: cased (DIET), uncased (Chen
 2021a), or tokenized BLEU (AT5's multi-BLEU: Moses-tokenized hypothesis and reference,
@@ -130,8 +131,9 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
         interval = max(1, (scale.max_update or paper.max_update) // 100)
         args += ["--save-interval-updates", str(interval),
                  "--keep-interval-updates", str(paper.average_last)]
-    if scale.gpus > 1:
-        args += ["--distributed-world-size", str(scale.gpus)]
+    # Always: fairseq's default world size is every visible GPU, and --update-freq above
+    # is computed for scale.gpus of them.
+    args += ["--distributed-world-size", str(scale.gpus)]
     return args + list(scale.extra_train)
 
 
@@ -207,6 +209,13 @@ def final_checkpoint(run: Run, work: Path) -> Path:
     if not last.exists():
         raise SystemExit(f"{last} does not exist: train first (reproduce.py train ...)")
     n = run.paper.average_last
+    if not n and run.paper.checkpoint == "best":
+        best = save / "checkpoint_best.pt"
+        if not best.exists():
+            raise SystemExit(f"{best} does not exist: {run.paper.key} evaluates the checkpoint "
+                             "chosen on the validation set, which fairseq-train writes when it "
+                             "validates; train with validation on (no --disable-validation)")
+        return best
     if not n:
         return last
 
