@@ -152,4 +152,10 @@ def test_smoke_mode_runs_every_table(tmp_path):
                                     .read_text())
                 assert 0.0 <= result["bleu"] <= 100.0 and result["sentences"] > 0
                 assert result["signature"].startswith("nrefs:1|")
+                # the checkpoint each paper evaluates: AT5 the best on its validation
+                # set, DIET the last; Chen 2021a averages interval checkpoints, which 2
+                # updates that each end an epoch do not write (then: the last, warned)
+                checkpoint = Path(result["checkpoint"]).name
+                assert checkpoint == {"at5": "checkpoint_best.pt", "diet": "checkpoint_last.pt",
+                                      "chen2021a": "checkpoint_last.pt"}[paper.key]
     assert " / - / -" not in text  # every cell has our number

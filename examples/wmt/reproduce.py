@@ -169,6 +169,13 @@ def run_fairseq(tool: str, args: Sequence[str], in_process: bool) -> None:
     from fairseq_cli import generate, train
 
     if tool == "fairseq-train":
+        from fairseq import checkpoint_utils
+
+        # fairseq keeps the best validation loss so far on the function; a new process
+        # starts without it, so must each in-process training (or it never writes
+        # checkpoint_best.pt unless it beats an earlier, unrelated model)
+        if hasattr(checkpoint_utils.save_checkpoint, "best"):
+            del checkpoint_utils.save_checkpoint.best
         parsed = options.parse_args_and_arch(options.get_training_parser(), list(args))
         distributed_utils.call_main(convert_namespace_to_omegaconf(parsed), train.main)
     elif tool == "fairseq-generate":
