@@ -109,6 +109,11 @@ def test_metrics_as_each_paper_reports_them():
     cased, sig_cased = reproduce.score(hyps, refs, "cased", "en")
     uncased, sig_uncased = reproduce.score(hyps, refs, "uncased", "en")
     assert uncased.score > cased.score and "case:lc" in sig_uncased and "case:mixed" in sig_cased
+    # Chen 2021a's uncased BLEU is tensor2tensor's t2t-bleu: international tokenization,
+    # which splits punctuation off numbers ("1,5%" -> "1,5 %") where 13a does not
+    assert "tok:intl" in sig_uncased and "tok:13a" in sig_cased
+    t2t, _ = reproduce.score(["Es stieg um 1,5 %."], ["Es stieg um 1,5%."], "uncased", "de")
+    assert t2t.score == pytest.approx(100.0)
     # tokenized BLEU: Moses tokens on both sides, no further tokenization (multi-bleu.perl)
     tok, sig_tok = reproduce.score(["Das ist gut, oder?"], ["Das ist gut , oder ?"],
                                    "tokenized", "de")

@@ -36,7 +36,9 @@ class Paper:
     title: str  # table caption
     columns: tuple[Column, ...]
     rows: tuple[Row, ...]
-    metric: str  # "cased" | "uncased" | "tokenized" (see reproduce.score)
+    # "cased" (sacreBLEU's default) | "uncased" (t2t-bleu: -tok intl -lc) | "tokenized"
+    # (multi-bleu.perl over Moses tokens); see reproduce.score
+    metric: str
     max_update: int
     batch_tokens: int  # tokens per update (all GPUs, all accumulation steps)
     model_flags: tuple[str, ...] = ()

@@ -19,8 +19,8 @@ per update reached on any number of GPUs through ``--max-tokens`` per GPU and
 where the paper's setup implies it (AT5: the checkpoint best on its validation set,
 newstest2014), translates every test sentence (beam 10, length
 penalty 0.6, ``--required-batch-size-multiple 1``; a missing hypothesis is an error),
-detokenizes, and scores with sacreBLEU as the paper did: cased (DIET), uncased (Chen
-2021a), or tokenized BLEU (AT5's multi-BLEU: Moses-tokenized hypothesis and reference,
+detokenizes, and scores with sacreBLEU as the paper did: cased (DIET), uncased with
+international tokenization (Chen 2021a: tensor2tensor's ``t2t-bleu``), or tokenized BLEU (AT5's multi-BLEU: Moses-tokenized hypothesis and reference,
 ``tokenize=none``). fairseq's ``scripts/average_checkpoints.py`` is not part of the
 installed package, hence :func:`average_checkpoints`.
 """
@@ -268,8 +268,10 @@ def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
         hyps = [tok.tokenize(h, escape=False, return_str=True) for h in hyps]
         refs = [tok.tokenize(r, escape=False, return_str=True) for r in refs]
         bleu = BLEU(tokenize="none")
+    elif metric == "uncased":  # tensor2tensor's t2t-bleu: international tokenization
+        bleu = BLEU(lowercase=True, tokenize="intl")
     else:
-        bleu = BLEU(lowercase=(metric == "uncased"))
+        bleu = BLEU()
     result = bleu.corpus_score(list(hyps), [list(refs)])
     signature = str(bleu.get_signature())
     if metric == "tokenized":
