@@ -7,7 +7,7 @@ One command per dataset::
     python examples/wmt/prepare.py --list
 
 downloads the training corpora (HTTP with resume, size and archive checks, sha256 recorded),
-extracts the needed files, normalizes and tokenizes them with sacremoses, cleans them
+extracts the needed files, tokenizes them with sacremoses, cleans them
 (length limits and length ratio), learns and applies joint BPE with subword-nmt (or a joint
 SentencePiece model), takes the validation and test sets from sacreBLEU, and binarizes
 everything with ``fairseq-preprocess --joined-dictionary``. Source language = en, target =
@@ -70,11 +70,12 @@ Processing, per language:
    ``\\v``, ``\\f``, ``\\x1c-\\x1e``, ``\\x85``, U+2028, U+2029; Common Crawl has some) become
    spaces, so every tool sees the same lines. Files are decoded as UTF-8 (invalid bytes
    replaced).
-2. sacremoses ``MosesPunctNormalizer(lang, post_remove_control_chars=True)`` (= Moses
-   normalize-punctuation.perl + remove-non-printing-char.perl) and ``MosesTokenizer(lang)``
-   with aggressive hyphen splitting (``-a``) and no XML escaping (``-x``): fairseq's
-   prepare-wmt14en2de.sh recipe, without the escaping. With ``--bpe sentencepiece`` only the
-   normalizer runs (SentencePiece works on raw text).
+2. sacremoses ``MosesTokenizer(lang)`` with aggressive hyphen splitting (``-a``) and no XML
+   escaping (``-x``), as fairseq's prepare-wmt14en2de.sh, each token that was attached to the
+   previous one in the raw text marked with :data:`JOINER`, so that the output joins back to
+   exactly the raw form it is scored against. No punctuation normalization (it rewrites
+   typographic quotes, dashes and ellipses, which the references keep). With ``--bpe
+   sentencepiece`` no Moses step at all (SentencePiece works on raw text).
 3. Cleaning, training data only: Moses clean-corpus-n.perl's rule -- collapse whitespace,
    drop a pair if either side has fewer than ``--min-len`` (1) or more than ``--max-len``
    (250) tokens, a token longer than 1000 characters, or a token-count ratio above
@@ -852,22 +853,64 @@ def extract_members(archive: Path, members: Dict[str, Path]) -> None:
 
 _WORKER: dict = {}
 
+#: Marks a token that nothing separated from the previous one in the raw text, so that the
+#: tokens detokenize to exactly that text (the joiner of OpenNMT's tokenizer, U+FFED).
+JOINER = "\uffed"
+#: The subword-nmt path's tokenization, as bpe.json and the manifest record it (datasets
+#: prepared before it record none: they detokenize with sacremoses, which loses „ “ etc.).
+TOKENIZER = "sacremoses(-a, no escaping)+joiner"
+
+
+def mark_joints(raw: str, tokens: Sequence[str]) -> List[str]:
+    """``tokens`` of ``raw`` (``MosesTokenizer.tokenize(escape=False)``), each prefixed with
+    :data:`JOINER` when it directly follows the previous one in ``raw``. The hyphen that
+    ``aggressive_dash_splits`` writes as ``@-@`` is the raw ``-``. A token that is not a
+    substring of ``raw`` (nothing in sacremoses makes one from text without control
+    characters) is kept as a word of its own."""
+    out: List[str] = []
+    pos = 0
+    for token in tokens:
+        text = "-" if token == "@-@" else token
+        at = raw.find(text, pos)
+        if at < 0:
+            out.append(token)
+            continue
+        out.append(JOINER + text if out and at == pos else text)
+        pos = at + len(text)
+    return out
+
+
+def join_marked(tokens: Sequence[str]) -> str:
+    """The inverse of :func:`mark_joints`: a token starting with :data:`JOINER` is attached
+    to the previous one. A joiner anywhere else (model output can have one) is dropped."""
+    words: List[str] = []
+    for token in tokens:
+        attached = token.startswith(JOINER) and words
+        token = token.replace(JOINER, "")
+        if attached:
+            words[-1] += token
+        elif token:
+            words.append(token)
+    return " ".join(words)
+
 
 def _init_worker(lang: str, tokenize: bool) -> None:
-    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+    from sacremoses import MosesTokenizer
 
-    _WORKER["norm"] = MosesPunctNormalizer(lang=lang, post_remove_control_chars=True)
     _WORKER["tok"] = MosesTokenizer(lang=lang) if tokenize else None
 
 
 def _process_chunk(lines: List[str]) -> List[str]:
-    norm, tok = _WORKER["norm"], _WORKER["tok"]
+    tok = _WORKER["tok"]
     out = []
     for line in lines:
-        text = norm.normalize(sanitize(line))
+        text = " ".join(sanitize(line).split())
         if tok is not None:
-            text = tok.tokenize(text, aggressive_dash_splits=True, return_str=True, escape=False)
-        out.append(" ".join(sanitize(text).split()))
+            text = text.replace(JOINER, "\u25a0")  # a raw joiner would be read as a mark
+            tokens = tok.tokenize(text, aggressive_dash_splits=True, return_str=False,
+                                  escape=False)
+            text = " ".join(mark_joints(text, tokens))
+        out.append(text)
     return out
 
 
@@ -884,7 +927,7 @@ def _chunks(path: Path, size: int = CHUNK_LINES) -> Iterator[List[str]]:
 
 
 def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True) -> List[str]:
-    """Normalize (and tokenize) lines in this process, as the pipeline does."""
+    """Clean up whitespace (and tokenize) lines in this process, as the pipeline does."""
     key = (lang, tokenize)
     if _WORKER.get("key") != key:
         _init_worker(lang, tokenize)
@@ -893,7 +936,8 @@ def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True) 
 
 
 def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int) -> int:
-    """sacremoses normalization (+ tokenization) of a file, ``workers`` processes."""
+    """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
+    ``workers`` processes."""
     n = 0
     with atomic_output(out) as tmp, open_text(tmp, "w") as fout:
         if workers <= 1:
@@ -1009,6 +1053,9 @@ def train_sentencepiece(
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=1.0,
+            # no NFKC: it would turn "…" into "...", and the output must come back to the
+            # raw references
+            normalization_rule_name="identity",
             input_sentence_size=sample,
             shuffle_input_sentence=True,
             hard_vocab_limit=False,
@@ -1382,8 +1429,8 @@ class Preparation:
     def _text_settings(self) -> dict:
         return {
             "moses_tokenize": self._tokenize,
-            "normalizer": "MosesPunctNormalizer+controlchars",
-            "v": 1,
+            "tokenizer": TOKENIZER if self._tokenize else None,
+            "v": 2,
         }
 
     def step_tokenize_train(self, gather_key: str) -> str:
@@ -1392,7 +1439,7 @@ class Preparation:
         if self._skip("tokenize.train", key):
             return key
         for lang, src, out in zip(self.spec.langs, self._raw_train(), outs):
-            what = "normalize + tokenize" if self._tokenize else "normalize"
+            what = "tokenize" if self._tokenize else "clean up whitespace in"
             log(f"tokenize.train: {what} {src.name} ({self.o.workers} workers)")
             moses_process_file(src, out, lang, self._tokenize, self.o.workers)
         check_parallel(outs, "tokenized training data")
@@ -1466,10 +1513,12 @@ class Preparation:
             **self._bpe_settings(),
             "langs": list(self.spec.langs),
             "moses_tokenize": self._tokenize,
+            "tokenizer": TOKENIZER if self._tokenize else None,
             "sacremoses": {
-                "normalizer": "MosesPunctNormalizer(lang, post_remove_control_chars=True)",
+                "normalizer": None,
                 "tokenizer": (
-                    "MosesTokenizer(lang).tokenize(aggressive_dash_splits=True, escape=False)"
+                    "MosesTokenizer(lang).tokenize(aggressive_dash_splits=True, escape=False), "
+                    f"attached tokens marked with {JOINER}"
                     if self._tokenize
                     else None
                 ),
@@ -1483,22 +1532,22 @@ class Preparation:
         s, o = self.spec, self.o
         if o.bpe == "subword-nmt":
             how = (
-                f"Joint BPE (subword-nmt, {o.bpe_size} merges) over sacremoses tokens.\n"
-                "To encode new text in language L (en or {x}) as the training data was:\n\n"
-                "  sacremoses -l L normalize -c | sacremoses -l L tokenize -a -x \\\n"
-                "    | subword-nmt apply-bpe -c codes --vocabulary vocab.L \\\n"
-                f"        --vocabulary-threshold {o.vocab_threshold}\n\n"
-                "(normalize -c = remove control characters, as the preparation does).\n"
-                "Decode fairseq output with --remove-bpe (or --post-process subword_nmt), then\n"
-                "  sacremoses -l L detokenize\n"
+                f"Joint BPE (subword-nmt, {o.bpe_size} merges) over sacremoses tokens "
+                f"(tokenize -a -x), each token that was attached to the previous one in the raw "
+                f"text marked with a leading {JOINER}, so that the tokens join back to exactly "
+                "that text. No punctuation normalization.\n"
+                "To encode new text in language L (en or {x}) as the training data was, use\n"
+                "prepare.encode (below). Decode fairseq output with --remove-bpe (or\n"
+                "--post-process subword_nmt), then\n"
+                "  python examples/wmt/prepare.py detokenize --lang L\n"
             ).replace("{x}", s.other)
         else:
             how = (
                 f"One SentencePiece model ({o.spm_model_type}, vocabulary {o.bpe_size}) for both "
-                "languages, over text normalized by sacremoses (no Moses tokenization).\n"
-                "To encode new text in language L:\n\n"
-                "  sacremoses -l L normalize -c \\\n"
-                "    | spm_encode --model spm.model --output_format piece\n\n"
+                "languages, over the raw text (whitespace cleaned up; no Moses step, no\n"
+                "Unicode normalization: tensor2tensor's subwords are learned on raw text).\n"
+                "To encode new text:\n\n"
+                "  spm_encode --model spm.model --output_format piece\n\n"
                 "(spm_encode: SentencePiece's command-line tools; or prepare.encode below).\n"
                 "Decode fairseq output with --remove-bpe sentencepiece (or --post-process\n"
                 "sentencepiece): that is already detokenized text.\n"
@@ -1616,7 +1665,8 @@ class Preparation:
             "bpe": o.bpe,
             "bpe_size": o.bpe_size,
             "remove_bpe": "subword_nmt" if o.bpe == "subword-nmt" else "sentencepiece",
-            "detokenize": "sacremoses" if o.bpe == "subword-nmt" else "none",
+            "detokenize": "joiners" if o.bpe == "subword-nmt" else "none",
+            "tokenizer": TOKENIZER if o.bpe == "subword-nmt" else None,
             "valid": entry("valid", s.valid),
             "tests": [entry("test" if i == 0 else f"test{i}", e) for i, e in enumerate(s.tests)],
             "train_corpora": list(gather["info"]["pairs"]),
@@ -1632,7 +1682,7 @@ class Preparation:
                 "max_ratio": o.max_ratio,
                 "max_word_length": MAX_WORD_LENGTH,
                 "applied_to": (
-                    "Moses tokens" if self._tokenize else "whitespace words of normalized text"
+                    "Moses tokens" if self._tokenize else "whitespace words of the raw text"
                 ),
             },
             "bpe_settings": json.loads((self.dest / "bpe" / "bpe.json").read_text()),
@@ -1657,16 +1707,21 @@ class Preparation:
 _DETOK: dict = {}
 
 
-def detokenize(lines: Iterable[str], lang: str, bpe: str = "subword-nmt") -> List[str]:
+def detokenize(lines: Iterable[str], lang: str, bpe: str = "subword-nmt",
+               tokenizer: Optional[str] = TOKENIZER) -> List[str]:
     """Detokenize fairseq-generate hypotheses (after ``--remove-bpe``/``--post-process``).
 
-    ``bpe`` is the manifest's ``bpe`` ("subword-nmt": sacremoses detokenization, the inverse
-    of the preparation's tokenizer, ``@-@`` included; "sentencepiece": the text is already
-    detokenized by fairseq's sentencepiece post-processing and only stripped)."""
+    ``bpe`` is the manifest's ``bpe`` ("subword-nmt": the tokens are joined as their
+    joiners say, the exact inverse of the preparation's tokenizer; "sentencepiece": the
+    text is already detokenized by fairseq's sentencepiece post-processing and only
+    stripped). ``tokenizer``: the manifest's; None for datasets prepared before joiners,
+    which sacremoses detokenizes (lossy: „ “ and times do not come back)."""
     if bpe in ("sentencepiece", "spm"):
         return [line.strip() for line in lines]
     if bpe not in ("subword-nmt", "subword_nmt"):
         raise ValueError(f"unknown bpe {bpe!r}: expected 'subword-nmt' or 'sentencepiece'")
+    if tokenizer == TOKENIZER:
+        return [join_marked(line.split()) for line in lines]
     if lang not in _DETOK:
         from sacremoses import MosesDetokenizer
 
@@ -1808,9 +1863,12 @@ def detokenize_main(argv: Sequence[str]) -> int:
     )
     p.add_argument("--lang", required=True)
     p.add_argument("--bpe", default="subword-nmt", choices=("subword-nmt", "sentencepiece"))
+    p.add_argument("--sacremoses", action="store_true",
+                   help="a dataset prepared before joiners (its manifest has no tokenizer): "
+                        "detokenize with sacremoses")
     args = p.parse_args(argv)
     lines = [line.rstrip("\n") for line in sys.stdin]
-    for line in detokenize(lines, args.lang, args.bpe):
+    for line in detokenize(lines, args.lang, args.bpe, None if args.sacremoses else TOKENIZER):
         print(line)
     return 0
 

@@ -298,7 +298,8 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         refs_dir = data / run.column.dataset / "refs"
         refs = read_lines(refs_dir / f"{run.column.testset}.{run.column.tgt}")
         hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs))
-        detok = prepare.detokenize(hyps, run.column.tgt, manifest["bpe"])
+        detok = prepare.detokenize(hyps, run.column.tgt, manifest["bpe"],
+                                   manifest.get("tokenizer"))
         result, signature = score(detok, refs, run.paper.metric, run.column.tgt)
         write_json(run.result_path(work), {
             "paper": run.paper.key, "row": run.row.label, "column": run.column.label,
