@@ -128,8 +128,15 @@ def test_wmt18_en_de_full_preparation(de18):
     assert manifest["bpe"] == "subword-nmt" and manifest["bpe_size"] == 50
     assert manifest["valid"]["sacrebleu"] == "wmt13"
     assert manifest["tests"][0]["sacrebleu"] == "wmt18"
-    # the cleaning dropped the fakes' empty, bad-ratio and 260-token pairs, kept the \r line
-    assert manifest["train_pairs"]["raw"] - manifest["train_pairs"]["clean"] == 3
+    # tensor2tensor's cleaning (DIET): only the fakes' pair with empty sides is dropped; the
+    # bad-ratio and 260-token pairs, which fairseq's ratio and length filter would drop, and
+    # the \r line stay
+    assert manifest["train_pairs"]["raw"] - manifest["train_pairs"]["clean"] == 1
+    assert manifest["cleaning"]["max_ratio"] is None and manifest["cleaning"]["as_the_paper"]
+    per_corpus = manifest["train_pairs_kept_per_corpus"]
+    assert {c: n["raw"] - n["kept"] for c, n in per_corpus.items()} == {
+        "europarl_v7": 1, "commoncrawl": 0, "nc_v13": 0}  # Europarl has the empty line
+    assert sum(n["raw"] for n in per_corpus.values()) == manifest["train_pairs"]["raw"]
     raw_de = (de18["dest"] / "work" / "train.raw.de").read_text(encoding="utf-8")
     assert "Der Preis ist niedrig." in raw_de
     # refs are sacreBLEU's raw text
@@ -180,13 +187,14 @@ def test_changed_setting_redoes_only_later_steps(de18, tmp_path):
     dest = tmp_path / "copy"
     shutil.copytree(de18["dest"], dest)
     code, log = run(["wmt18_en_de", "--dest", dest, "--mirror", de18["mirror"], "--workers", 1,
-                     *SMALL, "--max-ratio", "5"])  # fmt: skip
+                     *SMALL, "--max-ratio", "5", "--max-len", "250"])  # fmt: skip
     assert code == 0, log
     assert "tokenize.train: done, skipping" in log and "clean: kept" in log
     assert "bpe.learn: subword-nmt" in log
     manifest = json.loads((dest / "manifest.json").read_text())
-    assert manifest["cleaning"]["max_ratio"] == 5.0
-    assert manifest["train_pairs"]["raw"] - manifest["train_pairs"]["clean"] == 2
+    assert manifest["cleaning"]["max_ratio"] == 5.0 and manifest["cleaning"]["max_len"] == 250
+    assert not manifest["cleaning"]["as_the_paper"]
+    assert manifest["train_pairs"]["raw"] - manifest["train_pairs"]["clean"] == 2  # + 260 tokens
 
 
 def test_detokenize_and_encode(de18):
@@ -479,3 +487,24 @@ def test_target_side_round_trip_sentencepiece(lang, tmp_path):
                               "sentencepiece")
     assert round_trip_bleu(back, refs) >= 99.0
     assert back == refs
+
+
+def test_each_dataset_cleans_as_its_paper(tmp_path):
+    """AT5 keeps pairs of at most 120 tokens (and prints the paper's 5,850,267 beside ours);
+    tensor2tensor's papers drop only pairs with an empty side; no paper filters by ratio."""
+    assert prepare.DATASETS["wmt17_en_de"].cleaning.max_len == 120
+    assert prepare.DATASETS["wmt17_en_de"].cleaning.paper_pairs == 5_850_267
+    for name in ("wmt15_en_de", "wmt18_en_de", "wmt18_en_cs"):
+        c = prepare.DATASETS[name].cleaning
+        assert (c.min_len, c.max_len, c.max_ratio) == (1, None, None), name
+    pairs = [("a b", "x y"), ("", "x"), ("a", "x " * 121), ("a " * 120, "x"), ("a", "x y z w")]
+    ins = [tmp_path / "in.en", tmp_path / "in.de"]
+    for i, side in enumerate(zip(*pairs)):
+        ins[i].write_text("\n".join(side) + "\n", encoding="utf-8")
+    outs = (tmp_path / "out.en", tmp_path / "out.de")
+    corpora = [("first", 2), ("second", 3)]
+    read, kept, per = prepare.clean_corpus(tuple(ins), outs, prepare.AT5_CLEANING, corpora)
+    assert (read, kept) == (5, 3)  # the empty side and the 121-token side go
+    assert per == {"first": {"raw": 2, "kept": 1}, "second": {"raw": 3, "kept": 2}}
+    read, kept, _ = prepare.clean_corpus(tuple(ins), outs, prepare.TENSOR2TENSOR_CLEANING)
+    assert kept == 4

@@ -76,12 +76,14 @@ Processing, per language:
    exactly the raw form it is scored against. No punctuation normalization (it rewrites
    typographic quotes, dashes and ellipses, which the references keep). With ``--bpe
    sentencepiece`` no Moses step at all (SentencePiece works on raw text).
-3. Cleaning, training data only: Moses clean-corpus-n.perl's rule -- collapse whitespace,
-   drop a pair if either side has fewer than ``--min-len`` (1) or more than ``--max-len``
-   (250) tokens, a token longer than 1000 characters, or a token-count ratio above
-   ``--max-ratio`` (1.5). These are fairseq's numbers (``clean-corpus-n.perl -ratio 1.5 ..
-   1 250``); fairseq applies them after BPE, we apply them to Moses tokens before BPE so the
-   BPE is learned on the data that is kept. Validation and test sets are never filtered.
+3. Cleaning, training data only, each dataset's paper's (:class:`Cleaning`): whitespace
+   collapsed; for tensor2tensor's papers (Chen 2021a, DIET) a pair with an empty side is
+   dropped, nothing else; for AT5 also a pair with a side over 120 tokens (its Table 5:
+   5,850,267 pairs, printed beside ours). No paper filters by length ratio (fairseq's
+   prepare-wmt14en2de.sh does: ``--max-ratio 1.5 --max-len 250`` gives its rule).
+   ``--min-len``/``--max-len``/``--max-ratio`` override. Applied to the tokens before BPE,
+   so that BPE is learned on the data that is kept; raw and kept pairs per corpus go into
+   the manifest. Validation and test sets are never filtered.
 4. Joint BPE: ``subword-nmt learn-joint-bpe-and-vocab -s 32000`` on the cleaned training
    data of both languages, applied with ``--vocabulary-threshold 50`` (subword-nmt's README).
    ``--bpe sentencepiece``: one SentencePiece model (``--spm-model-type``, vocabulary size
@@ -148,7 +150,6 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 LOG_PREFIX = "[wmt]"
 USER_AGENT = "fairseq_posenc-wmt-prepare/1.0"
-MAX_WORD_LENGTH = 1000  # clean-corpus-n.perl's default --max-word-length
 CHUNK_LINES = 2000  # lines per task sent to a tokenizer worker
 
 
@@ -250,6 +251,36 @@ CORPORA: Dict[str, Corpus] = {
 
 
 @dataclasses.dataclass(frozen=True)
+class Cleaning:
+    """Which training pairs are kept: both sides of ``min_len`` to ``max_len`` tokens (None:
+    no limit), the longer side at most ``max_ratio`` times the shorter (None: no ratio
+    filter), no token over ``max_word_length`` characters (None: any). ``rule``: whose rule
+    this is; ``paper_pairs``: the training pairs the paper reports, if it does."""
+
+    min_len: int = 1
+    max_len: Optional[int] = None
+    max_ratio: Optional[float] = None
+    max_word_length: Optional[int] = None
+    rule: str = ""
+    paper_pairs: Optional[int] = None
+
+
+#: Chen 2021a and DIET ran tensor2tensor, whose ``compile_data`` drops a pair with an empty
+#: side and nothing else (its ``max_length`` 256 then skips longer examples while training;
+#: the recipes do not set fairseq's ``--max-source/target-positions 256``, which would also
+#: limit decoding). No length-ratio filter: that is fairseq's prepare-wmt14en2de.sh
+#: (clean-corpus-n.perl -ratio 1.5 1 250), in no paper.
+TENSOR2TENSOR_CLEANING = Cleaning(
+    rule="tensor2tensor's compile_data (Chen 2021a, DIET): pairs with an empty side dropped")
+#: AT5's Table 5 bins its WMT17 training corpus by sentence length: 5,850,267 pairs, the
+#: longest bin (100, 120]. Not stated: the unit or the side; here tokens of both sides.
+AT5_CLEANING = Cleaning(
+    max_len=120, paper_pairs=5_850_267,
+    rule="AT5 Table 5: 5,850,267 pairs, none over 120 tokens (unit and side not stated: "
+         "tokens of both sides here)")
+
+
+@dataclasses.dataclass(frozen=True)
 class EvalSet:
     testset: str  # newstest name, used in refs/ and the manifest
     sacrebleu: str  # sacreBLEU test-set name
@@ -265,6 +296,7 @@ class DatasetSpec:
     paper: str
     paracrawl: bool = False  # --paracrawl allowed
     czeng: bool = False  # --czeng allowed
+    cleaning: Cleaning = TENSOR2TENSOR_CLEANING
 
     @property
     def langs(self) -> Tuple[str, str]:
@@ -301,6 +333,7 @@ DATASETS: Dict[str, DatasetSpec] = {
         tests=(NT14, NT15, NT16, NT17),
         paper="Wu et al. 2021 (AT5), Tables 5-6: validation newstest2014, tests "
         "newstest2014-2017",
+        cleaning=AT5_CLEANING,
     ),
     "wmt18_en_de": DatasetSpec(
         "wmt18_en_de",
@@ -974,11 +1007,16 @@ def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers:
 def clean_corpus(
     inputs: Tuple[Path, Path],
     outputs: Tuple[Path, Path],
-    min_len: int,
-    max_len: int,
-    max_ratio: float,
-) -> Tuple[int, int]:
-    """Moses clean-corpus-n.perl's rule on a pair of tokenized files; returns (read, kept)."""
+    cleaning: Cleaning,
+    corpora: Sequence[Tuple[str, int]] = (),
+) -> Tuple[int, int, Dict[str, Dict[str, int]]]:
+    """Keep the pairs of a pair of tokenized files that ``cleaning`` keeps (whitespace
+    collapsed). ``corpora``: (name, pairs) of the consecutive corpora the files hold.
+    Returns (read, kept, {corpus: {"raw": n, "kept": k}})."""
+    c = cleaning
+    bounds = [(name, n) for name, n in corpora]
+    per_corpus = {name: {"raw": n, "kept": 0} for name, n in bounds}
+    corpus_at = iter([name for name, n in bounds for _ in range(n)])
     read = kept = 0
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_output(o)) for o in outputs]
@@ -986,20 +1024,24 @@ def clean_corpus(
         oa, ob = (stack.enter_context(open_text(t, "w")) for t in tmps)
         for a, b in zip(fa, fb):
             read += 1
+            corpus = next(corpus_at, None)
             wa, wb = a.split(), b.split()
             na, nb = len(wa), len(wb)
-            if na < min_len or nb < min_len or na > max_len or nb > max_len:
+            if na < c.min_len or nb < c.min_len:
                 continue
-            if na / nb > max_ratio or nb / na > max_ratio:
+            if c.max_len is not None and (na > c.max_len or nb > c.max_len):
                 continue
-            if any(len(w) > MAX_WORD_LENGTH for w in wa) or any(
-                len(w) > MAX_WORD_LENGTH for w in wb
-            ):
+            if c.max_ratio is not None and (na / nb > c.max_ratio or nb / na > c.max_ratio):
+                continue
+            if c.max_word_length is not None and any(
+                    len(w) > c.max_word_length for w in (*wa, *wb)):
                 continue
             oa.write(" ".join(wa) + "\n")
             ob.write(" ".join(wb) + "\n")
             kept += 1
-    return read, kept
+            if corpus is not None:
+                per_corpus[corpus]["kept"] += 1
+    return read, kept, per_corpus
 
 
 def learn_subword_nmt(
@@ -1205,9 +1247,10 @@ class Options:
     vocab_threshold: int
     spm_model_type: str
     spm_sample: int
-    min_len: int
-    max_len: int
-    max_ratio: float
+    # the dataset's cleaning where None (Cleaning: its paper's rule)
+    min_len: Optional[int]
+    max_len: Optional[int]
+    max_ratio: Optional[float]
     paracrawl: bool
     czeng: Optional[Path]
     workers: int
@@ -1285,7 +1328,7 @@ class Preparation:
         gather = self.step_gather(extract_keys)
         refs = self.step_eval_sets()
         tok = self.step_tokenize_train(gather["key"])
-        clean = self.step_clean(tok)
+        clean = self.step_clean(tok, gather)
         eval_tok = {
             e.testset: self.step_tokenize_eval(e, refs[e.testset]["key"]) for e in self.eval_sets()
         }
@@ -1446,24 +1489,35 @@ class Preparation:
         self.stamps.mark("tokenize.train", key, outs)
         return key
 
-    def step_clean(self, tok_key: str) -> dict:
+    @property
+    def cleaning(self) -> Cleaning:
+        """The dataset's cleaning (its paper's), with the values given on the command line."""
         o = self.o
-        key = key_of({"tok": tok_key, "min": o.min_len, "max": o.max_len, "ratio": o.max_ratio})
+        given = {k: v for k, v in (("min_len", o.min_len), ("max_len", o.max_len),
+                                   ("max_ratio", o.max_ratio)) if v is not None}
+        return dataclasses.replace(self.spec.cleaning, **given)
+
+    def step_clean(self, tok_key: str, gather: dict) -> dict:
+        c = self.cleaning
+        key = key_of({"tok": tok_key, "cleaning": dataclasses.asdict(c), "v": 2})
         ins = [self.work / f"train.tok.{lang}" for lang in self.spec.langs]
         outs = [self.work / f"train.clean.{lang}" for lang in self.spec.langs]
         stamp = self._skip("clean", key)
         if stamp:
             return stamp
-        read, kept = clean_corpus(tuple(ins), tuple(outs), o.min_len, o.max_len, o.max_ratio)
-        log(
-            f"clean: kept {kept} of {read} pairs "
-            f"(tokens {o.min_len}..{o.max_len}, ratio <= {o.max_ratio})"
-        )
+        read, kept, per_corpus = clean_corpus(tuple(ins), tuple(outs), c,
+                                              list(gather["info"]["pairs"].items()))
+        paper = f"; the paper: {c.paper_pairs:,}" if c.paper_pairs else ""
+        log(f"clean: kept {kept:,} of {read:,} pairs{paper} ({c.rule or 'as given'}; tokens "
+            f"{c.min_len}..{c.max_len or 'any'}, ratio <= {c.max_ratio or 'any'})")
+        for corpus, counts in per_corpus.items():
+            log(f"clean: {corpus}: kept {counts['kept']:,} of {counts['raw']:,}")
         if kept == 0:
             raise PrepareError(
                 f"cleaning kept no training pair of {read}: check {ins[0]} and {ins[1]}"
             )
-        return self.stamps.mark("clean", key, outs, {"raw": read, "clean": kept})
+        return self.stamps.mark("clean", key, outs,
+                                {"raw": read, "clean": kept, "per_corpus": per_corpus})
 
     def step_tokenize_eval(self, e: EvalSet, refs_key: str) -> str:
         key = key_of({"refs": refs_key, **self._text_settings()})
@@ -1676,11 +1730,10 @@ class Preparation:
                 "binarized": sizes["train"],
             },
             "train_pairs_per_corpus": gather["info"]["pairs"],
+            "train_pairs_kept_per_corpus": clean["info"].get("per_corpus"),
             "cleaning": {
-                "min_len": o.min_len,
-                "max_len": o.max_len,
-                "max_ratio": o.max_ratio,
-                "max_word_length": MAX_WORD_LENGTH,
+                **dataclasses.asdict(self.cleaning),
+                "as_the_paper": self.cleaning == s.cleaning,
                 "applied_to": (
                     "Moses tokens" if self._tokenize else "whitespace words of the raw text"
                 ),
@@ -1789,9 +1842,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
     p.add_argument("--spm-sample", type=int, default=10_000_000,
                    help="sentences sampled to train sentencepiece (0 = all)")
-    p.add_argument("--min-len", type=int, default=1, help="cleaning: minimum tokens per side")
-    p.add_argument("--max-len", type=int, default=250, help="cleaning: maximum tokens per side")
-    p.add_argument("--max-ratio", type=float, default=1.5, help="cleaning: maximum length ratio")
+    p.add_argument("--min-len", type=int, help="cleaning: minimum tokens per side (default: "
+                   "the dataset's paper's, 1)")
+    p.add_argument("--max-len", type=int, help="cleaning: maximum tokens per side (default: "
+                   "the paper's: none for tensor2tensor's papers, 120 for AT5)")
+    p.add_argument("--max-ratio", type=float, help="cleaning: maximum length ratio (default: "
+                   "none, as in every paper; fairseq's recipe uses 1.5)")
     p.add_argument("--paracrawl", action="store_true", help="add ParaCrawl v1 (wmt18_* only)")
     p.add_argument("--czeng", type=Path, help="local CzEng 1.7 plain-text export (wmt18_en_cs)")
     p.add_argument("--workers", type=int, default=default_workers(),
@@ -1820,7 +1876,10 @@ def options_from_args(
             parser.error(f"--czeng is for wmt18_en_cs, not {spec.name}")
         if not args.czeng.exists():
             parser.error(f"--czeng {args.czeng}: no such file or directory")
-    if args.min_len < 1 or args.max_len < args.min_len or args.max_ratio < 1:
+    min_len = args.min_len if args.min_len is not None else spec.cleaning.min_len
+    max_len = args.max_len if args.max_len is not None else spec.cleaning.max_len
+    if (min_len < 1 or (max_len is not None and max_len < min_len)
+            or (args.max_ratio is not None and args.max_ratio < 1)):
         parser.error("need 1 <= --min-len <= --max-len and --max-ratio >= 1")
     if args.bpe_size < 1 or args.workers < 1:
         parser.error("--bpe-size and --workers must be positive")
