@@ -128,6 +128,23 @@ def test_table_prints_paper_ours_and_difference(tmp_path):
     assert "sacreBLEU: `nrefs:1|x`" in text
 
 
+def test_table_says_which_training_corpora_each_cell_used(tmp_path):
+    """Chen 2021a's EN-CS (tensor2tensor's translate_encs_wmt32k) trained with CzEng 1.6:
+    a run without it is marked as not comparable; DIET's corpora are the paper's list."""
+    [run] = reproduce.select("chen2021a", "REL-SCALAR", "EN-CS")
+    reproduce.write_json(run.result_path(tmp_path), {
+        "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
+    text = reproduce.table(tmp_path, ["chen2021a"])
+    assert ("EN-CS training data: the paper's europarl_v7, commoncrawl, nc_v13, czeng_1.6; "
+            "ours europarl_v7, commoncrawl, nc_v13 -- different data: not comparable") in text
+    [run] = reproduce.select("diet", "DIET-REL", "CS-EN")
+    reproduce.write_json(run.result_path(tmp_path), {
+        "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
+    text = reproduce.table(tmp_path, ["diet"])
+    assert "CS-EN training data: the paper's europarl_v7, commoncrawl, nc_v13; ours " in text
+    assert "not comparable" not in text
+
+
 def test_average_checkpoints(tmp_path):
     paths = []
     for i in range(3):

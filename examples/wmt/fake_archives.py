@@ -21,8 +21,9 @@ Use::
     python examples/wmt/prepare.py wmt18_en_de --dest OUT --mirror DIR --bpe-size 50 \\
         --vocab-threshold 1
 
-(``--mirror`` takes the directory itself or the served URL.) ``build_fake_czeng(path)``
-writes a small CzEng-1.7-style file for ``--czeng``; ``prepare_flags(mirror)`` gives
+(``--mirror`` takes the directory itself or the served URL.) ``build_fake_czeng(root)``
+writes a small CzEng 1.6 export for ``--czeng`` (the mirror has a converter);
+``prepare_flags(mirror)`` gives
 the prepare.py flags that suit the fakes (``--mirror ... --vocab-threshold 1``).
 :class:`MirrorServer` serves a mirror
 over HTTP on the loopback interface with Range support, and can inject faults for tests
@@ -41,6 +42,7 @@ import sys
 import tarfile
 import threading
 import urllib.parse
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -228,7 +230,7 @@ def test_archives(seed: int = 1) -> Dict[str, Dict[str, bytes]]:
 
 def write_checksums(root: Path) -> None:
     """``SHA256SUMS`` and ``MD5SUMS`` (sha256sum / md5sum format) of every archive under root."""
-    files = sorted(p for p in root.rglob("*.tgz") if p.is_file())
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".tgz", ".zip"))
     for algo, name in (("sha256", "SHA256SUMS"), ("md5", "MD5SUMS")):
         lines = [
             f"{hashlib.new(algo, p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}"
@@ -244,6 +246,7 @@ def build_fake_mirror(root: Path, n_train: int = 16, seed: int = 1) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for relpath, members in {**training_archives(n_train, seed), **test_archives(seed)}.items():
         write_tgz(root / relpath, members)
+    write_zip(root / prepare.mirror_relpath(prepare.CZENG17_FILTER), czeng_filter_archive())
     write_checksums(root)
     return root
 
@@ -254,18 +257,46 @@ def prepare_flags(mirror: Path | str) -> List[str]:
     return ["--mirror", str(mirror), "--vocab-threshold", "1"]
 
 
-def build_fake_czeng(path: Path, n: int = 12, seed: int = 1) -> Path:
-    """A small CzEng 1.7 plain-text export file (``ID<TAB>score<TAB>cs<TAB>en`` lines, gzip)."""
+#: Blocks that the fake ``convert_czeng16_to_17.pl`` removes (CzEng 1.6 -> 1.7).
+FAKE_CZENG_BAD_BLOCKS = (3, 7)
+
+
+def build_fake_czeng(root: Path, n: int = 12, seed: int = 1) -> Path:
+    """A small CzEng 1.6 plain-text export under ``root`` (returned): as the real one,
+    ``data.plaintext-format/NNtrain.gz`` and the dev/test files ``98dtest.gz``,
+    ``99etest.gz`` (which the preparation must not read), lines
+    ``ID<TAB>score<TAB>cs<TAB>en`` whose ID holds the block number (``-b<block>-``). Sentence
+    ``k`` is in block ``k``; blocks :data:`FAKE_CZENG_BAD_BLOCKS` are in CzEng 1.6 only."""
     rng = random.Random(f"{seed}-czeng")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    data = Path(root) / "data.plaintext-format"
+    data.mkdir(parents=True, exist_ok=True)
     rows = [
         f"subtitlesM-b{k}-00train-f00001-s{k}\t0.9{k}\t{s['cs']}\t{s['en']}"
         for k, s in enumerate(sentences(rng, n))
     ]
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write("".join(r + "\n" for r in rows))
-    return path
+    half = len(rows) // 2
+    for name, part in (("00train.gz", rows[:half]), ("01train.gz", rows[half:]),
+                       ("98dtest.gz", ["news-b999-00dtest-f1-s1\t1\tNe.\tNot this."]),
+                       ("99etest.gz", ["news-b998-00etest-f1-s1\t1\tAni.\tNor this."])):
+        with gzip.open(data / name, "wt", encoding="utf-8") as f:
+            f.write("".join(r + "\n" for r in part))
+    return Path(root)
+
+
+def czeng_filter_archive() -> Dict[str, bytes]:
+    """The members of a fake ``convert_czeng16_to_17.pl.zip``: a Perl script whose
+    ``qw{...}`` lists the blocks to drop, as the real one does."""
+    blocks = " ".join(str(b) for b in FAKE_CZENG_BAD_BLOCKS)
+    script = ("#!/usr/bin/perl\n# fake: the blocks CzEng 1.7 drops from CzEng 1.6\n"
+              f"my %bad = map {{ $_ => 1 }} qw{{ {blocks} }};\n")
+    return {"convert_czeng16_to_17.pl": script.encode("utf-8")}
+
+
+def write_zip(path: Path, members: Dict[str, bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in sorted(members.items()):
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2017, 1, 1, 0, 0, 0)), data)
 
 
 # --------------------------------------------------------------------------------------
@@ -377,7 +408,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("root", type=Path, help="directory to write the fake mirror into")
     p.add_argument("--sentences", type=int, default=16, help="sentence pairs per corpus")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--czeng", type=Path, help="also write a fake CzEng file here")
+    p.add_argument("--czeng", type=Path, help="also write a fake CzEng 1.6 export (a directory) here")
     p.add_argument("--serve", action="store_true",
                    help="serve the mirror on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port for --serve (0 = any free port)")

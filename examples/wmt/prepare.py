@@ -111,9 +111,11 @@ mirror mode sacreBLEU's cache defaults to ``DIR/sacrebleu`` so fake test sets ne
 ``~/.sacrebleu``; ``--sacrebleu-dir`` sets it explicitly (default otherwise: ``$SACREBLEU``
 or ``~/.sacrebleu``, sacreBLEU's own default).
 
-CzEng (``--czeng PATH``): CzEng 1.7 in its plain-text export: a file or a directory of files
-(``.gz`` or plain) whose lines are ``ID<TAB>filter-score<TAB>Czech<TAB>English``; two-column
-``Czech<TAB>English`` lines are accepted too.
+CzEng (``--czeng PATH``): the directory of CzEng 1.6's plain-text export; only its
+``data.plaintext-format/??train.gz`` files are read (lines
+``ID<TAB>filter-score<TAB>Czech<TAB>English``). CzEng 1.7, WMT18's corpus, is CzEng 1.6 less
+the blocks that UFAL's ``convert_czeng16_to_17.pl`` lists (:data:`CZENG17_FILTER`, fetched
+and applied); ``--czeng-release 1.6`` keeps them, as tensor2tensor's translate_encs_wmt32k.
 
 Importable helpers for the recipes: :func:`detokenize` (the inverse of step 2 for
 fairseq-generate output after ``--remove-bpe``/``--post-process``), :func:`encode` (steps
@@ -144,6 +146,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -168,6 +171,9 @@ PARACRAWL_V1 = (
     "https://s3.amazonaws.com/web-language-models/paracrawl/release1/"
     "paracrawl-release1.en-{x}.zipporah0-dedup-clean.tgz"
 )
+#: UFAL's CzEng 1.6 -> 1.7 converter (public; the data itself needs registration): a Perl
+#: script whose ``qw{...}`` lists the blocks that CzEng 1.7 leaves out.
+CZENG17_FILTER = "http://ufal.mff.cuni.cz/czeng/download.php?f=convert_czeng16_to_17.pl.zip"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +207,8 @@ PUBLISHED_ARCHIVES: Dict[str, PublishedArchive] = {
         sha256="435ce65e26ed2d44dd0d627f0b558d25bfe31d9ccb35caef050938745c23ea8c"),
     PARACRAWL_V1.format(x="cs"): PublishedArchive(
         299_052_360, sha256="221f88bac9f48ed6ef94bad5490890066f508be00e8f102cf19edf2a1413c350"),
+    CZENG17_FILTER: PublishedArchive(
+        2_544_381, sha256="e66466e00aecd392daaf547275590a9264bbc6aed70118c5c7cfd6946daf24ac"),
 }
 
 
@@ -524,10 +532,19 @@ class Stamps:
 # --------------------------------------------------------------------------------------
 
 
-def mirror_relpath(url: str) -> str:
-    """Where a URL lives under a mirror: ``host/path`` (the layout ``wget -x`` makes)."""
+def url_filename(url: str) -> str:
+    """The file a URL names: its path's last part, or a ``download.php?f=NAME`` query's NAME."""
     parsed = urllib.parse.urlsplit(url)
-    return parsed.netloc + parsed.path
+    named = urllib.parse.parse_qs(parsed.query).get("f")
+    return Path(named[0]).name if named else Path(parsed.path).name
+
+
+def mirror_relpath(url: str) -> str:
+    """Where a URL lives under a mirror: ``host/path`` (the layout ``wget -x`` makes), with
+    a ``?f=NAME`` download script's NAME in place of the script."""
+    parsed = urllib.parse.urlsplit(url)
+    return f"{parsed.netloc}{Path(parsed.path).parent.as_posix()}/{url_filename(url)}" \
+        if parsed.query else parsed.netloc + parsed.path
 
 
 def normalize_mirror(base: str) -> str:
@@ -585,8 +602,20 @@ _READ_ERRORS = (tarfile.TarError, EOFError, zlib.error, OSError, lzma.LZMAError,
 
 def verify_archive(path: Path) -> int:
     """Read the whole tar archive (every member's data and the compressed stream to its end,
-    so gzip's CRC and length are checked). Returns the number of members; raises
-    :class:`CorruptArchive`."""
+    so gzip's CRC and length are checked), or check every member's CRC of a zip archive.
+    Returns the number of members; raises :class:`CorruptArchive`."""
+    if zipfile.is_zipfile(path):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                bad = zf.testzip()
+                members = len(zf.infolist())
+        except (zipfile.BadZipFile, OSError) as e:
+            raise CorruptArchive(f"{type(e).__name__}: {e}") from e
+        if bad is not None:
+            raise CorruptArchive(f"member {bad} fails its CRC check")
+        if members == 0:
+            raise CorruptArchive("the archive has no members")
+        return members
     members = 0
     try:
         with _open_decompressed(path) as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
@@ -634,7 +663,7 @@ class Downloader:
         return f"{self.mirror}/{mirror_relpath(url)}" if self.mirror else url
 
     def path_for(self, url: str) -> Path:
-        return self.dir / Path(urllib.parse.urlsplit(url).path).name
+        return self.dir / url_filename(url)
 
     def fetch(self, url: str) -> Tuple[Path, str]:
         """Make sure the archive for ``url`` is here and intact; return (path, sha256)."""
@@ -1194,15 +1223,42 @@ def read_lines(path: Path) -> List[str]:
 # --------------------------------------------------------------------------------------
 
 
-def iter_czeng(path: Path) -> Iterator[Tuple[str, str]]:
-    """(Czech, English) pairs from a CzEng 1.7 plain-text export (file or directory)."""
-    files = (
-        sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-        if path.is_dir()
-        else [path]
-    )
-    bad = pairs = 0
-    for f in files:
+#: The block number in a CzEng 1.6 sentence ID, as UFAL's converter reads it.
+CZENG_BLOCK = re.compile(r"^[^-]+-b(\d+)-\d\d[tde]")
+
+
+def czeng17_bad_blocks(archive: Path) -> set:
+    """The blocks that CzEng 1.7 leaves out: the ``qw{...}`` list of the Perl script in
+    UFAL's ``convert_czeng16_to_17.pl.zip``."""
+    with zipfile.ZipFile(archive) as zf:
+        scripts = [n for n in zf.namelist() if n.endswith(".pl")]
+        text = zf.read(scripts[0]).decode("utf-8", "replace") if scripts else ""
+    found = re.search(r"qw\{([\s\d]*)\}", text)
+    if not found:
+        raise PrepareError(f"{archive}: no qw{{...}} block list in a .pl script; is this "
+                           "UFAL's convert_czeng16_to_17.pl.zip?")
+    return set(found.group(1).split())
+
+
+def czeng_files(path: Path) -> List[Path]:
+    """CzEng 1.6's training files: ``data.plaintext-format/NNtrain.gz`` under ``path`` (the
+    dev and test files are left out), or ``path`` itself if it is a file."""
+    if not path.is_dir():
+        return [path]
+    files = sorted(path.rglob("data.plaintext-format/*train.gz"))
+    if not files:
+        raise PrepareError(
+            f"--czeng {path}: no data.plaintext-format/??train.gz under it. Give the directory "
+            "of CzEng 1.6's plain-text export (CzEng 1.7 is CzEng 1.6 less the blocks that "
+            "UFAL's convert_czeng16_to_17.pl lists; the preparation applies that list)")
+    return files
+
+
+def iter_czeng(path: Path, bad_blocks: set) -> Iterator[Tuple[str, str]]:
+    """(Czech, English) pairs of CzEng 1.7: CzEng 1.6's training files (lines
+    ``ID<TAB>score<TAB>Czech<TAB>English``) without the pairs in ``bad_blocks``."""
+    malformed = pairs = dropped = 0
+    for f in czeng_files(path):
         if tarfile.is_tarfile(f):
             raise PrepareError(
                 f"{f} is a tar archive: extract it and pass the directory to --czeng"
@@ -1213,20 +1269,24 @@ def iter_czeng(path: Path) -> Iterator[Tuple[str, str]]:
                 if not line.strip():
                     continue
                 cols = line.rstrip("\n").split("\t")
-                if len(cols) == 4:
-                    cs, en = cols[2], cols[3]
-                elif len(cols) == 2:
-                    cs, en = cols
-                else:
-                    bad += 1
+                if len(cols) != 4:
+                    malformed += 1
+                    continue
+                block = CZENG_BLOCK.match(cols[0])
+                if block and block.group(1) in bad_blocks:
+                    dropped += 1
                     continue
                 pairs += 1
-                yield cs, en
-    if bad:
-        log(f"czeng: skipped {bad} lines that have neither 4 nor 2 tab-separated columns")
+                yield cols[2], cols[3]
+    if bad_blocks:
+        log(f"czeng: dropped {dropped} pairs of {len(bad_blocks)} CzEng 1.7 blocks"
+            " (UFAL's convert_czeng16_to_17.pl)")
+    if malformed:
+        log(f"czeng: skipped {malformed} lines without 4 tab-separated columns "
+            "(ID, score, Czech, English)")
     if pairs == 0:
         raise PrepareError(
-            f"--czeng {path}: no sentence pairs found. Expected CzEng 1.7 plain text: files "
+            f"--czeng {path}: no sentence pairs found. Expected CzEng 1.6 plain text: files "
             "(.gz or plain) with lines ID<TAB>score<TAB>Czech<TAB>English."
         )
 
@@ -1261,6 +1321,7 @@ class Options:
     # check archives from the official URLs against PUBLISHED_ARCHIVES (a --mirror vouches
     # for its files with its own SHA256SUMS)
     check_published: bool = True
+    czeng_release: str = "1.7"  # "1.6": without the 1.7 block list
 
 
 class Preparation:
@@ -1298,7 +1359,10 @@ class Preparation:
         return names
 
     def _urls(self) -> List[str]:
-        return sorted({CORPORA[c].files[self.spec.pair][0] for c in self.corpora()})
+        urls = {CORPORA[c].files[self.spec.pair][0] for c in self.corpora()}
+        if self.o.czeng and self.o.czeng_release == "1.7":
+            urls.add(CZENG17_FILTER)
+        return sorted(urls)
 
     def eval_sets(self) -> List[EvalSet]:
         seen, out = set(), []
@@ -1360,9 +1424,16 @@ class Preparation:
 
     def step_gather(self, extract_keys: List[str]) -> dict:
         czeng = self.o.czeng
-        key = key_of(
-            {"extract": extract_keys, "czeng": czeng_fingerprint(czeng) if czeng else None, "v": 1}
-        )
+        release = self.o.czeng_release
+        czeng_filter = (self.downloader.fetch(CZENG17_FILTER)
+                        if czeng and release == "1.7" else None)
+        key = key_of({
+            "extract": extract_keys,
+            "czeng": czeng_fingerprint(czeng) if czeng else None,
+            "czeng_release": release if czeng else None,
+            "czeng17_filter": czeng_filter[1] if czeng_filter else None,
+            "v": 2,
+        })
         outs = self._raw_train()
         stamp = self._skip("gather", key)
         if stamp:
@@ -1383,12 +1454,13 @@ class Preparation:
                 log(f"gather: {corpus}: {n} pairs")
             if czeng:
                 n = 0
-                for cs, en in iter_czeng(czeng):
+                blocks = czeng17_bad_blocks(czeng_filter[0]) if czeng_filter else set()
+                for cs, en in iter_czeng(czeng, blocks):
                     fouts[0].write(sanitize(en) + "\n")
                     fouts[1].write(sanitize(cs) + "\n")
                     n += 1
-                counts["czeng_1.7"] = n
-                log(f"gather: CzEng ({czeng}): {n} pairs")
+                counts[f"czeng_{release}"] = n
+                log(f"gather: CzEng {release} ({czeng}): {n} pairs")
             for f in fouts:
                 f.close()
             total = check_parallel(tmps, "gathered training data")
@@ -1849,7 +1921,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-ratio", type=float, help="cleaning: maximum length ratio (default: "
                    "none, as in every paper; fairseq's recipe uses 1.5)")
     p.add_argument("--paracrawl", action="store_true", help="add ParaCrawl v1 (wmt18_* only)")
-    p.add_argument("--czeng", type=Path, help="local CzEng 1.7 plain-text export (wmt18_en_cs)")
+    p.add_argument("--czeng", type=Path, help="local CzEng 1.6 plain-text export, the directory "
+                   "that holds data.plaintext-format/ (wmt18_en_cs)")
+    p.add_argument("--czeng-release", choices=("1.7", "1.6"), default="1.7",
+                   help="1.7 (default): WMT18's corpus, CzEng 1.6 less the blocks of UFAL's "
+                        "converter; 1.6: all of it, as tensor2tensor's translate_encs_wmt32k "
+                        "(Chen 2021a) reads it")
     p.add_argument("--workers", type=int, default=default_workers(),
                    help="processes for sacremoses, subword-nmt, sentencepiece, fairseq-preprocess")
     p.add_argument("--retries", type=int, default=3, help="download retries (each resumes)")
@@ -1906,6 +1983,7 @@ def options_from_args(
         max_ratio=args.max_ratio,
         paracrawl=args.paracrawl,
         czeng=args.czeng.expanduser().resolve() if args.czeng else None,
+        czeng_release=args.czeng_release,
         workers=args.workers,
         retries=args.retries,
         retry_wait=args.retry_wait,

@@ -20,6 +20,9 @@ class Column:
     src: str
     tgt: str
     testset: str  # newstest name, looked up in the dataset's manifest
+    # the training corpora the paper used (prepare.py names), where known; the table
+    # prints them beside those of our run
+    paper_corpora: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,10 @@ CHEN2021A = Paper(
     columns=(
         Column("EN-DE", "wmt15_en_de", "en", "de", "newstest2015"),
         Column("DE-EN", "wmt15_en_de", "de", "en", "newstest2015"),
-        Column("EN-CS", "wmt18_en_cs", "en", "cs", "newstest2015"),
+        # tensor2tensor's translate_encs_wmt32k: all of CzEng 1.6's training files (no 1.7
+        # block list), NC v13, Common Crawl, Europarl v7 (prepare.py --czeng-release 1.6)
+        Column("EN-CS", "wmt18_en_cs", "en", "cs", "newstest2015",
+               ("europarl_v7", "commoncrawl", "nc_v13", "czeng_1.6")),
     ),
     rows=(
         Row("Vaswani (input)", "sinusoidal", (), (28.33, 31.82, 21.15)),
@@ -91,12 +97,12 @@ CHEN2021A = Paper(
 DIET = Paper(
     key="diet",
     title="Chen et al. 2021b (DIET), Table 4: newstest2018, SacreBLEU (default, cased)",
-    columns=(
-        Column("EN-DE", "wmt18_en_de", "en", "de", "newstest2018"),
-        Column("DE-EN", "wmt18_en_de", "de", "en", "newstest2018"),
-        Column("EN-CS", "wmt18_en_cs", "en", "cs", "newstest2018"),
-        Column("CS-EN", "wmt18_en_cs", "cs", "en", "newstest2018"),
-    ),
+    # "WMT18 ((Europarl v7, Common Crawl corpus and News Commentary v13)" (appendix)
+    columns=tuple(Column(label, dataset, src, tgt, "newstest2018",
+                         ("europarl_v7", "commoncrawl", "nc_v13"))
+                  for label, dataset, src, tgt in (
+                      ("EN-DE", "wmt18_en_de", "en", "de"), ("DE-EN", "wmt18_en_de", "de", "en"),
+                      ("EN-CS", "wmt18_en_cs", "en", "cs"), ("CS-EN", "wmt18_en_cs", "cs", "en"))),
     rows=(
         Row("Vaswani", "sinusoidal", (), (39.00, 38.42, 18.55, 22.93)),
         Row("Shaw", "shaw", ("--shaw-clip", "20"), (40.10, 38.90, 18.74, 23.89)),

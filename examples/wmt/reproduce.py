@@ -307,6 +307,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
             "metric": run.paper.metric, "bleu": round(result.score, 2),
             "signature": signature, "sentences": len(refs),
             "checkpoint": str(checkpoints[save]),
+            "train_corpora": manifest["train_corpora"],
         })
         print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
               f"{result.score:.2f} ({signature})")
@@ -349,8 +350,28 @@ def table(work: Path, papers: Sequence[str]) -> str:
                     cells.append(f"{theirs:.2f} / - / -")
             out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
         out.append("")
-        out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)] + [""]
+        out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)]
+        out += corpora_notes(paper, work) + [""]
     return "\n".join(out)
+
+
+def corpora_notes(paper: Paper, work: Path) -> list[str]:
+    """Per column whose paper names its training corpora: the paper's and our run's, and
+    whether the cell is comparable."""
+    notes = []
+    for col in paper.columns:
+        if not col.paper_corpora:
+            continue
+        ours = next((json.loads(path.read_text()).get("train_corpora")
+                     for row in paper.rows
+                     if (path := Run(paper, row, col).result_path(work)).exists()), None)
+        if ours is None:
+            continue
+        same = sorted(ours) == sorted(col.paper_corpora)
+        notes.append(f"{col.label} training data: the paper's {', '.join(col.paper_corpora)}; "
+                     f"ours {', '.join(ours)}"
+                     + ("" if same else " -- different data: not comparable"))
+    return notes
 
 
 # --- smoke mode ------------------------------------------------------------------------
