@@ -83,6 +83,38 @@ def test_at5_evaluates_the_checkpoint_best_on_its_validation_set(tmp_path):
     assert reproduce.final_checkpoint(run, tmp_path) == save / "checkpoint_last.pt"
 
 
+def test_tensor2tensor_papers_train_with_its_transformer_base():
+    """Chen 2021a and DIET ran tensor2tensor's transformer_base (v3): pre-norm, 8000 warmup
+    updates to 9.88e-4, Adam beta2 0.997, attention and ReLU dropout 0.1."""
+    for paper, row, column in (("chen2021a", "REL-SCALAR", "EN-DE"), ("diet", "Shaw", "EN-CS")):
+        [run] = reproduce.select(paper, row, column)
+        args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+        assert {"--encoder-normalize-before", "--decoder-normalize-before"} <= set(args)
+        assert (flag(args, "--warmup-updates"), flag(args, "--lr")) == ("8000", "9.88e-4")
+        assert abs(2.0 * 512 ** -0.5 * 8000 ** -0.5 - float(flag(args, "--lr"))) < 1e-6
+        assert flag(args, "--adam-betas") == "(0.9, 0.997)"
+        assert flag(args, "--attention-dropout") == flag(args, "--activation-dropout") == "0.1"
+    [run] = reproduce.select("at5", "AT5", "2015")  # THUMT: not stated, Vaswani's base
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    assert (flag(args, "--warmup-updates"), flag(args, "--adam-betas")) == ("4000", "(0.9, 0.98)")
+
+
+def test_alternative_schedule_for_chen2021a_only():
+    [run] = reproduce.select("chen2021a", "REL-SCALAR", "EN-DE", alternative_schedule=True)
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    assert flag(args, "--max-update") == "250000" and "--keep-interval-updates" not in args
+    with pytest.raises(SystemExit, match="states its training length"):
+        reproduce.select("diet", alternative_schedule=True)
+
+
+def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
+    text = reproduce.table(tmp_path, ["chen2021a", "at5"])
+    for paper in (recipes.CHEN2021A, recipes.AT5):
+        for difference in paper.differences:
+            assert f"- {difference}" in text
+    assert "--alternative-schedule" in text
+
+
 def test_at5_years_share_one_training():
     runs = reproduce.select("at5")
     assert len(runs) == 16 and len(reproduce.trainings(runs)) == 4

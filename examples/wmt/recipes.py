@@ -11,6 +11,7 @@ Paper numbers are those of ``SPEC.md`` ("Reference numbers").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,17 @@ class Paper:
     # which checkpoint is evaluated when none are averaged: "last", or "best" (fairseq's
     # checkpoint_best.pt, chosen on the dataset's validation set)
     checkpoint: str = "last"
-    notes: tuple[str, ...] = field(default=())
+    # the optimization settings (fairseq-train flags)
+    train_flags: tuple[str, ...] = ()
+    # the other defensible reading of an unstated training length: (max_update,
+    # average_last, why), taken with reproduce.py --alternative-schedule
+    alternative_schedule: Optional[tuple[int, int, str]] = None
+    # every setting that still differs from the paper, and why (printed under the table)
+    differences: tuple[str, ...] = field(default=())
 
 
-# Transformer base as in Vaswani et al. 2017 / tensor2tensor's transformer_base: Adam
-# (0.9, 0.98, eps 1e-9), the "noam" schedule (inverse_sqrt with 4000 warmup updates; lr 7e-4
+# Transformer base as Vaswani et al. 2017's paper gives it: Adam (0.9, 0.98, eps 1e-9), the
+# "noam" schedule (inverse_sqrt with 4000 warmup updates; lr 7e-4
 # is its peak, d_model^-0.5 * 4000^-0.5), label smoothing 0.1, dropout 0.1, one joined BPE
 # vocabulary with all embeddings shared.
 BASE_TRAIN_FLAGS: tuple[str, ...] = (
@@ -63,6 +70,33 @@ BASE_TRAIN_FLAGS: tuple[str, ...] = (
     "--warmup-init-lr", "1e-7",
     "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
     "--dropout", "0.1", "--weight-decay", "0.0",
+)
+
+# tensor2tensor's transformer_base (v3, its default when Chen 2021a and DIET ran it):
+# layer_preprocess "n" (pre-norm), learning_rate_schedule "constant*linear_warmup*
+# rsqrt_decay*rsqrt_hidden_size" with constant 2.0 and 8000 warmup steps -- exactly fairseq's
+# inverse_sqrt with peak 2.0 * 512^-0.5 * 8000^-0.5 = 9.88e-4 at update 8000 --, Adam
+# (0.9, 0.997, eps 1e-9), attention and ReLU dropout 0.1 beside the residual dropout 0.1,
+# label smoothing 0.1.
+TENSOR2TENSOR_BASE_FLAGS: tuple[str, ...] = (
+    "--encoder-normalize-before", "--decoder-normalize-before",
+    "--share-all-embeddings",
+    "--optimizer", "adam", "--adam-betas", "(0.9, 0.997)", "--adam-eps", "1e-9",
+    "--lr", "9.88e-4", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "8000",
+    "--warmup-init-lr", "1e-7",
+    "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+    "--dropout", "0.1", "--attention-dropout", "0.1", "--activation-dropout", "0.1",
+    "--weight-decay", "0.0",
+)
+#: What stays different in a tensor2tensor paper's recipe.
+TENSOR2TENSOR_DIFFERENCES = (
+    "subwords: tensor2tensor's SubwordTextEncoder (32k) on raw text; here subword-nmt BPE over "
+    "Moses tokens marked with joiners, or prepare.py --bpe sentencepiece (raw text, closer)",
+    "maximum length: tensor2tensor's max_length 256 skips longer training examples; not set "
+    "here (fairseq's --max-source/target-positions 256 would also refuse longer test "
+    "sentences): training pairs of 257-1024 subwords are kept",
+    "length penalty: tensor2tensor divides by ((5 + L) / 6)^0.6 (GNMT); fairseq-generate by "
+    "L^0.6 (the recipe's default; see the README for the GNMT penalty)",
 )
 
 BEAM, LENPEN = 10, 0.6  # all three papers decode with beam 10 (AT5: not stated) and alpha 0.6
@@ -92,6 +126,16 @@ CHEN2021A = Paper(
     max_update=100_000,
     batch_tokens=25_000,
     average_last=5,
+    train_flags=TENSOR2TENSOR_BASE_FLAGS,
+    alternative_schedule=(
+        250_000, 0, "DIET, by the same authors with the same wording, states 250k steps and "
+        "no averaging"),
+    differences=(
+        "training length: not stated; the recipe reads 'follows Vaswani et al. closely' as "
+        "their base model's 100k updates and average of the last 5 checkpoints; "
+        "--alternative-schedule takes DIET's reading (250k, no averaging)",
+        *TENSOR2TENSOR_DIFFERENCES,
+    ),
 )
 
 DIET = Paper(
@@ -112,6 +156,11 @@ DIET = Paper(
     max_update=250_000,  # "train for 250k steps" (appendix, Translate)
     # not stated: Vaswani et al.'s batch of ~25k tokens per side; no averaging is mentioned
     batch_tokens=25_000,
+    train_flags=TENSOR2TENSOR_BASE_FLAGS,
+    differences=(
+        "batch: not stated; Vaswani et al.'s 25k tokens per update",
+        *TENSOR2TENSOR_DIFFERENCES,
+    ),
 )
 
 AT5 = Paper(
@@ -139,6 +188,18 @@ AT5 = Paper(
     # "newstest2014 dataset as the validation dataset": the checkpoint chosen on it. Not
     # stated: by what; fairseq's default, the validation loss.
     checkpoint="best",
+    # AT5 ran THUMT; beyond pre-norm, length 256, batch 25000 and label smoothing 0.1 the
+    # paper states no optimization setting
+    train_flags=BASE_TRAIN_FLAGS,
+    differences=(
+        "learning rate, warmup, Adam, dropout: not stated (THUMT); Vaswani et al.'s base "
+        "(7e-4, 4000 warmup, Adam 0.9/0.98, dropout 0.1)",
+        "training length: not stated; Vaswani et al.'s base, 100k updates",
+        "checkpoint: the best on newstest2014 by validation loss (the criterion is not stated)",
+        "beam and length penalty: not stated; beam 10, fairseq's L^0.6",
+        "cleaning: Table 5's 5,850,267 pairs of at most 120 tokens; the unit and side are not "
+        "stated (prepare.py prints our count beside it)",
+    ),
 )
 
 PAPERS: dict[str, Paper] = {p.key: p for p in (CHEN2021A, DIET, AT5)}

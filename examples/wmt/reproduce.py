@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -45,7 +46,7 @@ USER_DIR = ROOT / "fairseq_posenc"
 sys.path.insert(0, str(HERE))
 
 import prepare  # noqa: E402  (examples/wmt/prepare.py)
-from recipes import BASE_TRAIN_FLAGS, BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
+from recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
 
 
 # --- what to run -----------------------------------------------------------------------
@@ -74,10 +75,17 @@ def slug(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").lower()
 
 
-def select(paper: str, row: Optional[str] = None, column: Optional[str] = None) -> list[Run]:
+def select(paper: str, row: Optional[str] = None, column: Optional[str] = None,
+           alternative_schedule: bool = False) -> list[Run]:
     if paper not in PAPERS:
         raise SystemExit(f"unknown --paper {paper!r}; choose one of {', '.join(PAPERS)}")
     p = PAPERS[paper]
+    if alternative_schedule:
+        if p.alternative_schedule is None:
+            raise SystemExit(f"--alternative-schedule: {paper} states its training length; "
+                             "there is no other reading")
+        max_update, average_last, _why = p.alternative_schedule
+        p = dataclasses.replace(p, max_update=max_update, average_last=average_last)
     rows = [r for r in p.rows if row in (None, r.label, slug(r.label), r.encoding)]
     cols = [c for c in p.columns if column in (None, c.label)]
     if not rows or not cols:
@@ -120,7 +128,7 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
         "--task", "translation", "--source-lang", run.column.src,
         "--target-lang", run.column.tgt,
         "--arch", f"{scale.arch_size}_{run.row.encoding}",
-        *paper.model_flags, *run.row.flags, *BASE_TRAIN_FLAGS,
+        *paper.model_flags, *run.row.flags, *paper.train_flags,
         "--max-tokens", str(scale.max_tokens),
         "--update-freq", str(update_freq(paper, scale)),
         "--max-update", str(scale.max_update or paper.max_update),
@@ -351,7 +359,9 @@ def table(work: Path, papers: Sequence[str]) -> str:
             out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
         out.append("")
         out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)]
-        out += corpora_notes(paper, work) + [""]
+        out += corpora_notes(paper, work)
+        out += ["", "Settings that differ from the paper:"]
+        out += [f"- {d}" for d in paper.differences] + [""]
     return "\n".join(out)
 
 
@@ -433,6 +443,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         p.add_argument("--column", help="a column label, e.g. EN-DE or 2016 (default: all)")
         p.add_argument("--data", type=Path, default=Path("data/wmt"))
         p.add_argument("--work", type=Path, default=Path("work/wmt"))
+        p.add_argument("--alternative-schedule", action="store_true",
+                       help="the other reading of a paper's unstated training length (Chen "
+                            "2021a: DIET's 250k updates without averaging)")
         if name != "evaluate":
             p.add_argument("--gpus", type=int, default=1,
                            help="GPUs per run: sets --distributed-world-size and, with "
@@ -452,7 +465,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     elif args.command == "smoke":
         print(smoke(args.work, args.paper or list(PAPERS)))
     else:
-        runs = select(args.paper, args.row, args.column)
+        runs = select(args.paper, args.row, args.column, args.alternative_schedule)
         if args.command == "evaluate":
             evaluate(runs, args.data, args.work)
             return
