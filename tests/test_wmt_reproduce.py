@@ -107,6 +107,18 @@ def test_alternative_schedule_for_chen2021a_only():
         reproduce.select("diet", alternative_schedule=True)
 
 
+def test_papers_decode_with_gnmts_length_penalty():
+    """tensor2tensor (Chen 2021a, DIET) and THUMT (AT5) normalize by ((5 + L) / 6)^alpha:
+    fairseq-generate runs the translation_gnmt task; the table says so."""
+    for paper in ("chen2021a", "diet", "at5"):
+        run = reproduce.select(paper)[0]
+        args = reproduce.generate_args(run, Path("D"), Path("c.pt"), "test", Path("R"),
+                                       "subword-nmt")
+        assert flag(args, "--task") == "translation_gnmt" and flag(args, "--lenpen") == "0.6"
+    assert "Decoding: beam 10, GNMT length penalty ((5 + L) / 6)^0.6." in reproduce.table(
+        Path("/nonexistent"), ["diet"])
+
+
 def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
     text = reproduce.table(tmp_path, ["chen2021a", "at5"])
     for paper in (recipes.CHEN2021A, recipes.AT5):

@@ -57,6 +57,9 @@ class Paper:
     alternative_schedule: Optional[tuple[int, int, str]] = None
     # every setting that still differs from the paper, and why (printed under the table)
     differences: tuple[str, ...] = field(default=())
+    # how finished beam hypotheses are normalized: "gnmt", ((5 + L) / 6)^alpha, as
+    # tensor2tensor and THUMT (fairseq-generate --task translation_gnmt), or "fairseq", L^alpha
+    length_penalty: str = "gnmt"
 
 
 # Transformer base as Vaswani et al. 2017's paper gives it: Adam (0.9, 0.98, eps 1e-9), the
@@ -95,8 +98,8 @@ TENSOR2TENSOR_DIFFERENCES = (
     "maximum length: tensor2tensor's max_length 256 skips longer training examples; not set "
     "here (fairseq's --max-source/target-positions 256 would also refuse longer test "
     "sentences): training pairs of 257-1024 subwords are kept",
-    "length penalty: tensor2tensor divides by ((5 + L) / 6)^0.6 (GNMT); fairseq-generate by "
-    "L^0.6 (the recipe's default; see the README for the GNMT penalty)",
+    "beam search: tensor2tensor also ranks the alive hypotheses of each step with the length "
+    "penalty; fairseq ranks them by their unnormalized score (finished ones by GNMT's penalty)",
 )
 
 BEAM, LENPEN = 10, 0.6  # all three papers decode with beam 10 (AT5: not stated) and alpha 0.6
@@ -196,7 +199,7 @@ AT5 = Paper(
         "(7e-4, 4000 warmup, Adam 0.9/0.98, dropout 0.1)",
         "training length: not stated; Vaswani et al.'s base, 100k updates",
         "checkpoint: the best on newstest2014 by validation loss (the criterion is not stated)",
-        "beam and length penalty: not stated; beam 10, fairseq's L^0.6",
+        "beam and length penalty: not stated; beam 10 and THUMT's GNMT penalty with alpha 0.6",
         "cleaning: Table 5's 5,850,267 pairs of at most 120 tokens; the unit and side are not "
         "stated (prepare.py prints our count beside it)",
     ),

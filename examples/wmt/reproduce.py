@@ -151,8 +151,9 @@ def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: P
     return [
         str(data / run.column.dataset / "bin"),
         "--user-dir", str(USER_DIR),
-        "--task", "translation", "--source-lang", run.column.src,
-        "--target-lang", run.column.tgt,
+        # translation_gnmt: fairseq's translation, hypotheses normalized by GNMT's penalty
+        "--task", "translation_gnmt" if run.paper.length_penalty == "gnmt" else "translation",
+        "--source-lang", run.column.src, "--target-lang", run.column.tgt,
         "--path", str(checkpoint), "--gen-subset", split,
         "--beam", str(BEAM), "--lenpen", str(LENPEN), *post,
         # fairseq's default multiple of 8 silently drops a last, smaller batch
@@ -316,6 +317,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
             "signature": signature, "sentences": len(refs),
             "checkpoint": str(checkpoints[save]),
             "train_corpora": manifest["train_corpora"],
+            "decoding": decoding(run.paper),
         })
         print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
               f"{result.score:.2f} ({signature})")
@@ -359,10 +361,17 @@ def table(work: Path, papers: Sequence[str]) -> str:
             out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
         out.append("")
         out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)]
+        out += [f"Decoding: {decoding(paper)}."]
         out += corpora_notes(paper, work)
         out += ["", "Settings that differ from the paper:"]
         out += [f"- {d}" for d in paper.differences] + [""]
     return "\n".join(out)
+
+
+def decoding(paper: Paper) -> str:
+    penalty = (f"GNMT length penalty ((5 + L) / 6)^{LENPEN}" if paper.length_penalty == "gnmt"
+               else f"fairseq's length penalty L^{LENPEN}")
+    return f"beam {BEAM}, {penalty}"
 
 
 def corpora_notes(paper: Paper, work: Path) -> list[str]:
