@@ -538,3 +538,18 @@ def test_each_dataset_cleans_as_its_paper(tmp_path):
     assert per == {"first": {"raw": 2, "kept": 1}, "second": {"raw": 3, "kept": 2}}
     read, kept, _ = prepare.clean_corpus(tuple(ins), outs, prepare.TENSOR2TENSOR_CLEANING)
     assert kept == 4
+
+
+def test_progress_bars_on_a_terminal_only():
+    """Long steps show size, rate and ETA on a terminal; in logs (not a terminal) nothing."""
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for stream, shown in ((io.StringIO(), False), (Terminal(), True)):
+        with prepare.progress(2048, "download x.tgz", unit="B", unit_scale=True,
+                              file=stream) as bar:
+            bar.update(1024)
+            bar.refresh()
+        text = stream.getvalue()
+        assert ("download x.tgz" in text and "B/s" in text and "1.0" in text) == shown, text

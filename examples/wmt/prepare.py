@@ -388,6 +388,15 @@ def log(msg: str) -> None:
     print(f"{LOG_PREFIX} {msg}", file=sys.stderr, flush=True)
 
 
+def progress(total: Optional[int], desc: str, unit: str = "lines", file=None, **kwargs):
+    """A tqdm progress bar (size, rate, ETA) on stderr while it is a terminal, silent
+    otherwise (tqdm's ``disable=None``): logs and CI output keep the log lines alone."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"{LOG_PREFIX} {desc}", unit=unit, disable=None, leave=False,
+                file=file if file is not None else sys.stderr, dynamic_ncols=True, **kwargs)
+
+
 def key_of(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -866,14 +875,18 @@ class Downloader:
     def _copy_stream(stream, part: Path, mode: str, have: int, total: Optional[int]) -> None:
         done = have
         next_report = time.monotonic() + 30
-        with open(part, mode) as out:
+        name = part.name[: -len(".part")] if part.name.endswith(".part") else part.name
+        with open(part, mode) as out, progress(total, f"download {name}", unit="B",
+                                               unit_scale=True, unit_divisor=1024,
+                                               initial=have) as bar:
             while True:
                 block = stream.read(1 << 20)
                 if not block:
                     break
                 out.write(block)
                 done += len(block)
-                if time.monotonic() > next_report:
+                bar.update(len(block))
+                if bar.disable and time.monotonic() > next_report:  # no bar: a log line
                     pct = f" ({100 * done / total:.0f}%)" if total else ""
                     log(f"download {part.name}: {done >> 20} MiB{pct}")
                     next_report = time.monotonic() + 30
@@ -1001,7 +1014,9 @@ def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers:
     """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
     ``workers`` processes."""
     n = 0
-    with atomic_output(out) as tmp, open_text(tmp, "w") as fout:
+    n_in = count_lines(src)
+    with atomic_output(out) as tmp, open_text(tmp, "w") as fout, progress(
+            n_in, f"tokenize {src.name}") as bar:
         if workers <= 1:
             _init_worker(lang, tokenize)
             _WORKER["key"] = (lang, tokenize)
@@ -1019,6 +1034,7 @@ def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers:
                 for line in chunk:
                     fout.write(line + "\n")
                 n += len(chunk)
+                bar.update(len(chunk))
         except BaseException:
             if pool is not None:
                 pool.terminate()
@@ -1027,7 +1043,6 @@ def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers:
             if pool is not None:
                 pool.close()
                 pool.join()
-    n_in = count_lines(src)
     if n != n_in:
         raise PrepareError(f"tokenizing {src} gave {n} lines for {n_in}: please report this")
     return n
@@ -1142,14 +1157,17 @@ def apply_sentencepiece(src: Path, out: Path, model: Path, workers: int) -> None
 
     sp = spm.SentencePieceProcessor(model_file=str(model))
     n = 0
-    with atomic_output(out) as tmp, open_text(tmp, "w") as fout:
+    total = count_lines(src)
+    with atomic_output(out) as tmp, open_text(tmp, "w") as fout, progress(
+            total, f"sentencepiece {src.name}") as bar:
         for chunk in _chunks(src, 10000):
             lines = [line.rstrip("\n") for line in chunk]
             pieces = sp.encode(lines, out_type=str, num_threads=workers)
             for p in pieces:
                 fout.write(" ".join(p) + "\n")
             n += len(chunk)
-    if n != count_lines(src):
+            bar.update(len(chunk))
+    if n != total:
         raise PrepareError(f"sentencepiece changed the line count of {src}")
 
 
