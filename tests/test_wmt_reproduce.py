@@ -127,6 +127,20 @@ def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
     assert "--alternative-schedule" in text
 
 
+def test_seeds_train_apart_and_the_table_shows_mean_and_deviation(tmp_path):
+    """AT5 reports mean +- standard deviation over runs: --seeds N trains seeds 1..N of
+    every cell (seed 1 where it always was) and the table aggregates them."""
+    runs = reproduce.select("at5", "AT5", "2015", seeds=3)
+    assert [r.seed for r in runs] == [1, 2, 3] and len(reproduce.trainings(runs)) == 3
+    args = reproduce.train_args(runs[1], Path("D"), Path("W"), reproduce.Scale())
+    assert flag(args, "--seed") == "2" and flag(args, "--save-dir").endswith("en-de.seed2")
+    assert runs[0].result_path(tmp_path).name == "newstest2015.json"
+    for run, bleu in zip(runs, (29.0, 30.0, 31.0)):
+        reproduce.write_json(run.result_path(tmp_path), {"bleu": bleu, "signature": "s"})
+    text = reproduce.table(tmp_path, ["at5"])
+    assert "| AT5 (`at5`) | 28.34 / - / - | 30.18 / 30.00 ± 1.00 (n=3) / -0.18 |" in text
+
+
 def test_at5_years_share_one_training():
     runs = reproduce.select("at5")
     assert len(runs) == 16 and len(reproduce.trainings(runs)) == 4

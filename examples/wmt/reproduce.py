@@ -5,6 +5,7 @@ Usage (after ``examples/wmt/prepare.py`` has prepared the datasets under ``--dat
     python examples/wmt/reproduce.py commands --paper diet            # print every command
     python examples/wmt/reproduce.py train    --paper diet --row DIET-REL --column EN-DE --gpus 8
     python examples/wmt/reproduce.py evaluate --paper diet --row DIET-REL --column EN-DE
+    python examples/wmt/reproduce.py train    --paper at5 --seeds 3   # seeds 1..3 of each cell
     python examples/wmt/reproduce.py table                            # Markdown: paper, ours, diff
     python examples/wmt/reproduce.py smoke    --work /tmp/smoke       # whole chain, tiny, offline
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import statistics
 import json
 import math
 import os
@@ -57,18 +59,23 @@ class Run:
     paper: Paper
     row: Row
     column: Column
+    seed: int = 1  # fairseq-train --seed; seed 1 keeps the paths without a seed suffix
 
     @property
     def pair(self) -> str:
         return f"{self.column.src}-{self.column.tgt}"
 
+    @property
+    def seed_suffix(self) -> str:
+        return "" if self.seed == 1 else f".seed{self.seed}"
+
     def save_dir(self, work: Path) -> Path:
         return work / "checkpoints" / self.paper.key / slug(self.row.label) / (
-            f"{self.column.dataset}.{self.pair}")
+            f"{self.column.dataset}.{self.pair}{self.seed_suffix}")
 
     def result_path(self, work: Path) -> Path:
         return (work / "results" / self.paper.key / slug(self.row.label) / self.pair
-                / f"{self.column.testset}.json")
+                / f"{self.column.testset}{self.seed_suffix}.json")
 
 
 def slug(label: str) -> str:
@@ -76,7 +83,7 @@ def slug(label: str) -> str:
 
 
 def select(paper: str, row: Optional[str] = None, column: Optional[str] = None,
-           alternative_schedule: bool = False) -> list[Run]:
+           alternative_schedule: bool = False, seeds: int = 1) -> list[Run]:
     if paper not in PAPERS:
         raise SystemExit(f"unknown --paper {paper!r}; choose one of {', '.join(PAPERS)}")
     p = PAPERS[paper]
@@ -92,7 +99,7 @@ def select(paper: str, row: Optional[str] = None, column: Optional[str] = None,
         raise SystemExit(
             f"{paper} has rows {[r.label for r in p.rows]} and columns "
             f"{[c.label for c in p.columns]}; got --row {row!r} --column {column!r}")
-    return [Run(p, r, c) for r in rows for c in cols]
+    return [Run(p, r, c, seed) for seed in range(1, seeds + 1) for r in rows for c in cols]
 
 
 def trainings(runs: Iterable[Run]) -> list[Run]:
@@ -100,7 +107,8 @@ def trainings(runs: Iterable[Run]) -> list[Run]:
     (AT5's four years) share a model."""
     seen: dict[tuple, Run] = {}
     for run in runs:
-        seen.setdefault((run.paper.key, run.row.label, run.column.dataset, run.pair), run)
+        seen.setdefault((run.paper.key, run.row.label, run.column.dataset, run.pair, run.seed),
+                        run)
     return list(seen.values())
 
 
@@ -132,7 +140,7 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
         "--max-tokens", str(scale.max_tokens),
         "--update-freq", str(update_freq(paper, scale)),
         "--max-update", str(scale.max_update or paper.max_update),
-        "--save-dir", str(run.save_dir(work)),
+        "--save-dir", str(run.save_dir(work)), "--seed", str(run.seed),
         "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "100",
     ]
     if paper.average_last:
@@ -300,7 +308,8 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         save = run.save_dir(work)
         if save not in checkpoints:
             checkpoints[save] = final_checkpoint(run, work)
-        out_dir = run.result_path(work).parent / f"generate.{run.column.testset}"
+        out_dir = (run.result_path(work).parent
+                   / f"generate.{run.column.testset}{run.seed_suffix}")
         run_fairseq("fairseq-generate",
                     generate_args(run, data, checkpoints[save], split, out_dir,
                                   manifest["bpe"]), in_process)
@@ -316,7 +325,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
             "metric": run.paper.metric, "bleu": round(result.score, 2),
             "signature": signature, "sentences": len(refs),
             "checkpoint": str(checkpoints[save]),
-            "train_corpora": manifest["train_corpora"],
+            "train_corpora": manifest["train_corpora"], "seed": run.seed,
             "decoding": decoding(run.paper),
         })
         print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
@@ -350,12 +359,15 @@ def table(work: Path, papers: Sequence[str]) -> str:
         for row in paper.rows:
             cells = []
             for col, theirs in zip(paper.columns, row.paper):
-                path = Run(paper, row, col).result_path(work)
-                if path.exists():
-                    res = json.loads(path.read_text())
-                    signatures.add(res["signature"])
-                    cells.append(f"{theirs:.2f} / {res['bleu']:.2f} / "
-                                 f"{res['bleu'] - theirs:+.2f}")
+                results = seed_results(Run(paper, row, col), work)
+                signatures.update(res["signature"] for res in results)
+                bleus = [res["bleu"] for res in results]
+                if len(bleus) > 1:  # mean +- sample standard deviation over the seeds
+                    mean = statistics.mean(bleus)
+                    cells.append(f"{theirs:.2f} / {mean:.2f} ± {statistics.stdev(bleus):.2f} "
+                                 f"(n={len(bleus)}) / {mean - theirs:+.2f}")
+                elif bleus:
+                    cells.append(f"{theirs:.2f} / {bleus[0]:.2f} / {bleus[0] - theirs:+.2f}")
                 else:
                     cells.append(f"{theirs:.2f} / - / -")
             out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
@@ -366,6 +378,14 @@ def table(work: Path, papers: Sequence[str]) -> str:
         out += ["", "Settings that differ from the paper:"]
         out += [f"- {d}" for d in paper.differences] + [""]
     return "\n".join(out)
+
+
+def seed_results(run: Run, work: Path) -> list[dict]:
+    """The results of every seed evaluated for ``run``'s cell (``TESTSET.json`` for seed 1,
+    ``TESTSET.seedN.json`` for the others)."""
+    first = run.result_path(work)
+    paths = [first, *sorted(first.parent.glob(f"{run.column.testset}.seed*.json"))]
+    return [json.loads(p.read_text()) for p in paths if p.exists()]
 
 
 def decoding(paper: Paper) -> str:
@@ -452,6 +472,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         p.add_argument("--column", help="a column label, e.g. EN-DE or 2016 (default: all)")
         p.add_argument("--data", type=Path, default=Path("data/wmt"))
         p.add_argument("--work", type=Path, default=Path("work/wmt"))
+        p.add_argument("--seeds", type=int, default=1, metavar="N",
+                       help="train and evaluate seeds 1..N of every cell; the table shows "
+                            "mean +- standard deviation (n) where a cell has several")
         p.add_argument("--alternative-schedule", action="store_true",
                        help="the other reading of a paper's unstated training length (Chen "
                             "2021a: DIET's 250k updates without averaging)")
@@ -474,7 +497,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     elif args.command == "smoke":
         print(smoke(args.work, args.paper or list(PAPERS)))
     else:
-        runs = select(args.paper, args.row, args.column, args.alternative_schedule)
+        if args.seeds < 1:
+            parser.error("--seeds must be at least 1")
+        runs = select(args.paper, args.row, args.column, args.alternative_schedule, args.seeds)
         if args.command == "evaluate":
             evaluate(runs, args.data, args.work)
             return
