@@ -1010,25 +1010,24 @@ def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True) 
     return _process_chunk(list(lines))
 
 
-def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int) -> int:
-    """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
-    ``workers`` processes."""
+def map_file(src: Path, out: Path, init, initargs: tuple, process, workers: int,
+             what: str) -> int:
+    """``out``'s lines = ``process(chunk)`` over ``src``'s chunks of lines, in order, with
+    ``workers`` processes (each set up by ``init(*initargs)``) and a progress bar; the line
+    count must not change. Returns it."""
     n = 0
     n_in = count_lines(src)
     with atomic_output(out) as tmp, open_text(tmp, "w") as fout, progress(
-            n_in, f"tokenize {src.name}") as bar:
+            n_in, f"{what} {src.name}") as bar:
         if workers <= 1:
-            _init_worker(lang, tokenize)
-            _WORKER["key"] = (lang, tokenize)
-            results: Iterable[List[str]] = map(_process_chunk, _chunks(src))
+            init(*initargs)
+            results: Iterable[List[str]] = map(process, _chunks(src))
             pool = None
         else:
             import multiprocessing
 
-            pool = multiprocessing.Pool(
-                workers, initializer=_init_worker, initargs=(lang, tokenize)
-            )
-            results = pool.imap(_process_chunk, _chunks(src), chunksize=1)
+            pool = multiprocessing.Pool(workers, initializer=init, initargs=initargs)
+            results = pool.imap(process, _chunks(src), chunksize=1)
         try:
             for chunk in results:
                 for line in chunk:
@@ -1044,8 +1043,33 @@ def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers:
                 pool.close()
                 pool.join()
     if n != n_in:
-        raise PrepareError(f"tokenizing {src} gave {n} lines for {n_in}: please report this")
+        raise PrepareError(f"{what} turned {src} ({n_in} lines) into {n} lines: please report "
+                           "this")
     return n
+
+
+def _init_tokenizer(lang: str, tokenize: bool) -> None:
+    _init_worker(lang, tokenize)
+    _WORKER["key"] = (lang, tokenize)
+
+
+def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int) -> int:
+    """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
+    ``workers`` processes."""
+    return map_file(src, out, _init_tokenizer, (lang, tokenize), _process_chunk, workers,
+                    "tokenize")
+
+
+def _init_bpe(codes: Path, vocab: Path, threshold: int) -> None:
+    from subword_nmt.apply_bpe import BPE, read_vocabulary
+
+    with open(codes, encoding="utf-8") as c, open(vocab, encoding="utf-8") as v:
+        _WORKER["bpe"] = BPE(c, vocab=read_vocabulary(v, threshold))
+
+
+def _bpe_chunk(lines: List[str]) -> List[str]:
+    bpe = _WORKER["bpe"]
+    return [bpe.process_line(line.rstrip("\n")) for line in lines]
 
 
 def clean_corpus(
@@ -1111,19 +1135,10 @@ def learn_subword_nmt(
 def apply_subword_nmt(
     src: Path, out: Path, codes: Path, vocab: Path, threshold: int, workers: int
 ) -> None:
-    """subword-nmt apply-bpe -c codes --vocabulary vocab --vocabulary-threshold T."""
-    from subword_nmt.apply_bpe import BPE, read_vocabulary
-
-    with open(codes, encoding="utf-8") as c, open(vocab, encoding="utf-8") as v:
-        bpe = BPE(c, vocab=read_vocabulary(v, threshold))
-    with atomic_output(out) as tmp:
-        with open(tmp, "w", encoding="utf-8") as fout:
-            bpe.process_lines(str(src), fout, num_workers=max(1, workers))
-        n_in, n_out = count_lines(src), count_lines(tmp)
-        if n_in != n_out:
-            raise PrepareError(
-                f"subword-nmt apply-bpe turned {src} ({n_in} lines) into {n_out} lines"
-            )
+    """subword-nmt apply-bpe -c codes --vocabulary vocab --vocabulary-threshold T (its
+    ``BPE.process_line``, over chunks in ``workers`` processes, with a progress bar)."""
+    map_file(src, out, _init_bpe, (codes, vocab, threshold), _bpe_chunk, workers,
+             "subword-nmt apply-bpe")
 
 
 def train_sentencepiece(
