@@ -106,7 +106,7 @@ class PositionEncoding(nn.Module):
             return [shared if used_here else None for used_here in used]
         return [cls.build(args, **kwargs) if used_here else None for used_here in used]
 
-    #: Absolute encodings: the ``--<encoding>-max-len`` flag (see :func:`.flags.max_len`)
+    #: Absolute encodings: the ``--<encoding>-max-len`` flag (see :func:`.flags.max_len_option`)
     #: whose value, by default the stack's max positions, bounds the sequence length.
     max_len_flag: ClassVar[Optional[str]] = None
 

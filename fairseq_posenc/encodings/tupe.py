@@ -143,11 +143,6 @@ class TupeA(PositionEncoding):
         p_q, p_k = ctx.window(self, "projections", 0, length - 1, compute).table.unbind(0)
         return p_q, p_k
 
-    def terms(self) -> tuple[PositionEncoding, ...]:
-        """With the reset, one pair table (absolute, relative and reset together);
-        without, the low-rank term (and TUPE-R's distance bias, a term of its own)."""
-        return (self,)
-
     def positional_term(self, n: int) -> Tensor:
         """The whole position-only term ``(H, n, n)`` for positions ``0..n-1``."""
         pos_q, pos_k = self.projections(n)
@@ -196,6 +191,8 @@ class TupeR(TupeA):
                    args.tupe_r_max_distance, not causal)
 
     def terms(self) -> tuple[PositionEncoding, ...]:
+        """Without the reset: the low-rank term and the bucketed distance bias, a term of
+        its own. With it: one pair table (absolute, relative and reset together)."""
         return (self,) if self.theta is not None else (self, self.rel)
 
     def relative_term(self, n: int) -> Tensor:
