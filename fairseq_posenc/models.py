@@ -235,10 +235,10 @@ class PositionalStack:
         """Per layer, the terms beside the encoding's (the encoder's segment attention)."""
         return [[] for _ in range(layers)]
 
-    def _own_positions(self, max_positions: int, side: str) -> Optional[StackPositions]:
+    def _own_positions(self, max_positions: int, side: str) -> None:
         """After the layers: register the encodings (one module per shared encoding), after
         every other submodule as before (so the parameters, and an optimizer's state,
-        keep their order); returns the plan, None if no layer had position terms."""
+        keep their order)."""
         encoding = get_encoding(self.args.pos_encoding)
         self.pos_max_length = encoding.max_length(self.args, max_positions)
         self.pos_side = side
@@ -249,7 +249,6 @@ class PositionalStack:
         if plan is not None and not encoding.at_input:
             self.pos_encodings = nn.ModuleList(
                 [m for m in dict.fromkeys(plan.encodings) if m is not None])
-        return plan
 
     def _check_length(self, tokens: Tensor) -> None:
         limit = self.pos_max_length

@@ -133,6 +133,7 @@ import fcntl
 import gzip
 import hashlib
 import http.client
+import itertools
 import json
 import lzma
 import os
@@ -1082,9 +1083,9 @@ def clean_corpus(
     collapsed). ``corpora``: (name, pairs) of the consecutive corpora the files hold.
     Returns (read, kept, {corpus: {"raw": n, "kept": k}})."""
     c = cleaning
-    bounds = [(name, n) for name, n in corpora]
-    per_corpus = {name: {"raw": n, "kept": 0} for name, n in bounds}
-    corpus_at = iter([name for name, n in bounds for _ in range(n)])
+    per_corpus = {name: {"raw": n, "kept": 0} for name, n in corpora}
+    # the corpus of each line, lazily (a list would hold one entry per training pair)
+    corpus_at = itertools.chain.from_iterable(itertools.repeat(name, n) for name, n in corpora)
     read = kept = 0
     with contextlib.ExitStack() as stack:
         tmps = [stack.enter_context(atomic_output(o)) for o in outputs]
