@@ -23,6 +23,13 @@ setup(
         "sentencepiece",
         "sacremoses",
         "subword-nmt",
+        "matplotlib",
     ],
+    entry_points={
+        "console_scripts": [
+            "posenc-inspect = fairseq_posenc.inspection.cli:main",
+            "posenc-score = fairseq_posenc.evaluation.cli:main",
+        ],
+    },
     license="MIT",
 )

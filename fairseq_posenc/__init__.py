@@ -13,5 +13,6 @@ register_safe_globals()
 from . import models  # noqa: E402,F401  (registers the model)
 from . import architectures  # noqa: E402,F401  (then its architectures)
 from . import generation  # noqa: E402,F401  (the translation_gnmt task)
+from . import extrapolation  # noqa: E402,F401  (the translation_extrapolation task)
 
 __version__ = "0.1.0"

@@ -50,6 +50,11 @@ sys.path.insert(0, str(HERE))
 import prepare  # noqa: E402  (examples/wmt/prepare.py)
 from recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
 
+from fairseq_posenc.evaluation import (  # noqa: E402
+    BucketScore, bucket_table, by_length, paired_bootstrap, plot_buckets, scoring)
+from fairseq_posenc.evaluation.significance import ALPHA, N_RESAMPLES  # noqa: E402
+from fairseq_posenc.extrapolation import LengthLimits, length_limits  # noqa: E402
+
 
 # --- what to run -----------------------------------------------------------------------
 
@@ -133,8 +138,9 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
     args = [
         str(data / run.column.dataset / "bin"),
         "--user-dir", str(USER_DIR),
-        "--task", "translation", "--source-lang", run.column.src,
-        "--target-lang", run.column.tgt,
+        *(("--task", "translation_extrapolation", "--train-max-len", str(paper.train_max_len))
+          if paper.train_max_len else ("--task", "translation")),
+        "--source-lang", run.column.src, "--target-lang", run.column.tgt,
         "--arch", f"{scale.arch_size}_{run.row.encoding}",
         *paper.model_flags, *run.row.flags, *paper.train_flags,
         "--max-tokens", str(scale.max_tokens),
@@ -154,7 +160,9 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
 
 
 def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: Path,
-                  bpe: str) -> list[str]:
+                  bpe: str, limits: Optional["Untranslatable"] = None) -> list[str]:
+    """``fairseq-generate`` arguments; ``limits``: sources the model cannot represent are
+    skipped (and reported by :func:`evaluate`), outputs capped at the decoder's table."""
     post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
     return [
         str(data / run.column.dataset / "bin"),
@@ -167,6 +175,7 @@ def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: P
         # fairseq's default multiple of 8 silently drops a last, smaller batch
         "--required-batch-size-multiple", "1", "--max-tokens", "8000",
         "--results-path", str(results), "--num-workers", "0",
+        *(limits.generate_flags() if limits else ()),
     ]
 
 
@@ -258,42 +267,89 @@ def final_checkpoint(run: Run, work: Path) -> Path:
 # --- scoring ---------------------------------------------------------------------------
 
 
-def hypotheses(generate_output: Path, expected: int) -> list[str]:
-    """``H-<id>`` lines sorted by id; every sentence must be there."""
+@dataclass(frozen=True)
+class Untranslatable:
+    """What a model cannot represent of one test set (:func:`length_limits` against the
+    binarized source lengths): these sources are not translated, and outputs are capped
+    where the decoder's table is shorter than fairseq's default maximum output."""
+
+    limits: LengthLimits
+    sentences: frozenset[int]  # ids of the sources longer than ``limits.source``
+    fairseq_max_len_b: int = 200  # fairseq-generate's default maximum output length
+
+    @property
+    def target_cap(self) -> Optional[int]:
+        """Maximum output tokens when the decoder's table cuts fairseq's default."""
+        cap = self.limits.target - 1  # one position for the end of sentence
+        return cap if cap < self.fairseq_max_len_b else None
+
+    def generate_flags(self) -> list[str]:
+        flags = []
+        if self.sentences:  # fairseq skips (and logs) them; evaluate() reports them
+            flags += ["--max-source-positions", str(self.limits.source),
+                      "--skip-invalid-size-inputs-valid-test"]
+        if self.target_cap is not None:
+            flags += ["--max-len-a", "0", "--max-len-b", str(self.target_cap)]
+        return flags
+
+    def notes(self, label: str) -> list[str]:
+        out = []
+        if self.sentences:
+            out.append(f"{label}: {len(self.sentences)} test sources longer than the "
+                       f"{self.limits.source} positions it represents "
+                       f"({self.limits.source_flag}) were not translated (empty hypotheses, "
+                       "counted in their length bucket)")
+        if self.target_cap is not None:
+            out.append(f"{label}: outputs capped at {self.target_cap} tokens, the "
+                       f"decoder's {self.limits.target} positions ({self.limits.target_flag})")
+        return out
+
+
+def checkpoint_limits(checkpoint: Path) -> LengthLimits:
+    """:func:`length_limits` of a fairseq checkpoint's model configuration (memory-mapped:
+    the weights are not read)."""
+    import torch
+    from omegaconf import DictConfig, OmegaConf
+
+    state = torch.load(checkpoint, map_location="cpu", mmap=True)
+    model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
+    if isinstance(model, DictConfig):
+        model = argparse.Namespace(**OmegaConf.to_container(model, resolve=True))
+    return length_limits(model)
+
+
+def source_sizes(data: Path, split: str, src: str, tgt: str) -> list[int]:
+    """Tokens (with the end of sentence) of each binarized source of ``split``."""
+    from fairseq.data import data_utils
+
+    prefix = data / f"{split}.{src}-{tgt}.{src}"
+    dataset = data_utils.load_indexed_dataset(str(prefix), None)
+    if dataset is None:
+        raise SystemExit(f"{prefix}.bin/.idx not found: rerun prepare.py")
+    return [int(n) for n in dataset.sizes]
+
+
+def hypotheses(generate_output: Path, expected: int,
+               untranslated: frozenset[int] = frozenset()) -> list[str]:
+    """``H-<id>`` lines sorted by id; every sentence must be there but the ``untranslated``
+    ones (sources the model cannot represent), which must not and get ``""``."""
     hyps: dict[int, str] = {}
     for line in generate_output.read_text(encoding="utf-8").splitlines():
         if line.startswith("H-"):
             head, _score, text = (line.split("\t") + [""])[:3]
             hyps[int(head[2:])] = text
-    missing = sorted(set(range(expected)) - set(hyps))
-    if missing or len(hyps) != expected:
+    missing = sorted(set(range(expected)) - set(hyps) - untranslated)
+    if missing or len(hyps) + len(untranslated) != expected:
         raise SystemExit(
             f"{generate_output}: {len(hyps)} hypotheses for {expected} test sentences "
             f"(missing ids {missing[:10]}...). fairseq dropped sentences: check "
             "--required-batch-size-multiple 1 and --max-source-positions.")
-    return [hyps[i] for i in range(expected)]
+    return [hyps.get(i, "") for i in range(expected)]
 
 
 def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
-    """sacreBLEU as the paper reports it; returns (BLEU result, signature string)."""
-    from sacrebleu.metrics import BLEU
-
-    if metric == "tokenized":  # multi-bleu.perl: BLEU over Moses tokens, no re-tokenizing
-        from sacremoses import MosesTokenizer
-
-        tok = MosesTokenizer(lang=lang)
-        hyps = [tok.tokenize(h, escape=False, return_str=True) for h in hyps]
-        refs = [tok.tokenize(r, escape=False, return_str=True) for r in refs]
-        bleu = BLEU(tokenize="none")
-    elif metric == "uncased":  # tensor2tensor's t2t-bleu: international tokenization
-        bleu = BLEU(lowercase=True, tokenize="intl")
-    else:
-        bleu = BLEU()
-    result = bleu.corpus_score(list(hyps), [list(refs)])
-    signature = str(bleu.get_signature())
-    if metric == "tokenized":
-        signature += "|pretok:sacremoses"
-    return result, signature
+    """sacreBLEU's BLEU as the paper reports it (:func:`fairseq_posenc.evaluation.bleu`)."""
+    return scoring.bleu(hyps, refs, metric, lang)
 
 
 def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
@@ -308,28 +364,46 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         save = run.save_dir(work)
         if save not in checkpoints:
             checkpoints[save] = final_checkpoint(run, work)
+        bin_dir = data / run.column.dataset / "bin"
+        limits = checkpoint_limits(checkpoints[save])
+        lengths = source_sizes(bin_dir, split, run.column.src, run.column.tgt)
+        skip = Untranslatable(limits, frozenset(
+            i for i, n in enumerate(lengths) if n > limits.source))
         out_dir = (run.result_path(work).parent
                    / f"generate.{run.column.testset}{run.seed_suffix}")
         run_fairseq("fairseq-generate",
                     generate_args(run, data, checkpoints[save], split, out_dir,
-                                  manifest["bpe"]), in_process)
+                                  manifest["bpe"], skip), in_process)
         refs_dir = data / run.column.dataset / "refs"
-        refs = read_lines(refs_dir / f"{run.column.testset}.{run.column.tgt}")
-        hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs))
+        ref_path = refs_dir / f"{run.column.testset}.{run.column.tgt}"
+        src_path = refs_dir / f"{run.column.testset}.{run.column.src}"
+        refs = read_lines(ref_path)
+        hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs), skip.sentences)
         detok = prepare.detokenize(hyps, run.column.tgt, manifest["bpe"],
                                    manifest.get("tokenizer"))
-        result, signature = score(detok, refs, run.paper.metric, run.column.tgt)
+        detok = ["" if i in skip.sentences else h for i, h in enumerate(detok)]
+        hyp_path = run.result_path(work).with_suffix(f".hyp.{run.column.tgt}")
+        hyp_path.write_text("".join(h + "\n" for h in detok), encoding="utf-8")
+        scored = scoring.score(detok, refs, run.paper.metric, run.column.tgt)
+        buckets = by_length(read_lines(src_path), detok, refs, run.paper.metric,
+                            run.column.src, run.column.tgt,
+                            untranslated=[i in skip.sentences for i in range(len(refs))])
         write_json(run.result_path(work), {
             "paper": run.paper.key, "row": run.row.label, "column": run.column.label,
             "encoding": run.row.encoding, "testset": run.column.testset, "pair": run.pair,
-            "metric": run.paper.metric, "bleu": round(result.score, 2),
-            "signature": signature, "sentences": len(refs),
+            "metric": run.paper.metric, "bleu": round(scored.bleu, 2),
+            "signature": scored.bleu_signature, "chrf": round(scored.chrf, 2),
+            "chrf_signature": scored.chrf_signature, "sentences": len(refs),
+            "untranslated": sorted(skip.sentences), "notes": skip.notes(run.row.label),
+            "buckets": [dataclasses.asdict(b) for b in buckets],
+            "hypotheses": str(hyp_path), "references": str(ref_path), "source": str(src_path),
             "checkpoint": str(checkpoints[save]),
             "train_corpora": manifest["train_corpora"], "seed": run.seed,
             "decoding": decoding(run.paper),
         })
         print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
-              f"{result.score:.2f} ({signature})")
+              f"BLEU {scored.bleu:.2f}, chrF {scored.chrf:.2f} ({scored.bleu_signature})"
+              + "".join(f"\n[reproduce]   {n}" for n in skip.notes(run.row.label)))
 
 
 def read_lines(path: Path) -> list[str]:
@@ -345,39 +419,118 @@ def write_json(path: Path, obj: dict) -> None:
 
 # --- table -----------------------------------------------------------------------------
 
+#: Printed under every table: what the marks mean, and how not to over-read them.
+READING = (
+    "How to read: `chrF` is sacreBLEU's chrF2 on the same hypotheses; `p` is sacreBLEU's "
+    f"paired bootstrap ({N_RESAMPLES} resamples) of the row's BLEU against the baseline row "
+    "{baseline} on the same test sentences (with several seeds: the largest p over the seed "
+    f"pairs), `*` where p < {ALPHA} (never for equal scores). p measures only which "
+    "sentences the test set holds: a difference smaller than the seeds' standard deviation "
+    "is within training noise, whatever p says -- train --seeds 3 or more before reading one.")
+
+
+def mean_std(values: Sequence[float]) -> str:
+    """``mean ± sample standard deviation (n=k)``, or the value alone for one seed."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return (f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} "
+            f"(n={len(values)})")
+
+
+def significance(results: Sequence[dict], baselines: Sequence[dict]) -> Optional[str]:
+    """``p 0.012*``: the row against the baseline, seed against seed (the largest p), or
+    None where hypotheses are missing (results written before they were kept)."""
+    by_seed = {res.get("seed", 1): res for res in baselines}
+    pairs = [(by_seed[res.get("seed", 1)], res) for res in results
+             if res.get("seed", 1) in by_seed]
+    if not pairs or any("hypotheses" not in r or not Path(r["hypotheses"]).exists()
+                        for pair in pairs for r in pair):
+        return None
+    tests = []
+    for base, res in pairs:
+        refs = read_lines(Path(res["references"]))
+        bleu_test, _chrf_test = paired_bootstrap(
+            read_lines(Path(base["hypotheses"])), read_lines(Path(res["hypotheses"])), refs,
+            res["metric"], res["pair"].split("-")[1])
+        tests.append(bleu_test)
+    p = max(t.p_value for t in tests)
+    return f"p {p:.3f}" + ("*" if all(t.significant for t in tests) else "")
+
+
+def cell(theirs: Optional[float], results: Sequence[dict],
+         baselines: Sequence[dict], is_baseline: bool) -> str:
+    """``paper / ours / diff`` (``ours`` alone where the recipe has no paper number), then
+    chrF and the p-value against the baseline where the results have them."""
+    bleus = [res["bleu"] for res in results]
+    if not bleus:
+        return "-" if theirs is None else f"{theirs:.2f} / - / -"
+    ours = mean_std(bleus)
+    text = ours if theirs is None else (
+        f"{theirs:.2f} / {ours} / {statistics.mean(bleus) - theirs:+.2f}")
+    chrfs = [res["chrf"] for res in results if "chrf" in res]
+    if len(chrfs) == len(results):
+        text += f"; chrF {mean_std(chrfs)}"
+    if not is_baseline and (p := significance(results, baselines)):
+        text += f"; {p}"
+    return text
+
 
 def table(work: Path, papers: Sequence[str]) -> str:
-    """Each paper's table: the paper's BLEU, ours and the difference, as Markdown."""
+    """Each paper's table: the paper's BLEU, ours and the difference, as Markdown; then
+    BLEU and chrF by source length (and one plot per table under ``work/results``)."""
     out: list[str] = []
     for key in papers:
         paper = PAPERS[key]
+        has_paper = any(row.paper for row in paper.rows)
+        what = "paper / ours / diff" if has_paper else "ours"
         out += [f"### {paper.title}", "",
-                "| model | " + " | ".join(f"{c.label} paper / ours / diff"
-                                          for c in paper.columns) + " |",
+                "| model | " + " | ".join(f"{c.label} {what}" for c in paper.columns) + " |",
                 "|---|" + "---|" * len(paper.columns)]
-        signatures = set()
+        signatures, notes = set(), []
+        baseline = paper.baseline_row
         for row in paper.rows:
             cells = []
-            for col, theirs in zip(paper.columns, row.paper):
+            for i, col in enumerate(paper.columns):
                 results = seed_results(Run(paper, row, col), work)
                 signatures.update(res["signature"] for res in results)
-                bleus = [res["bleu"] for res in results]
-                if len(bleus) > 1:  # mean +- sample standard deviation over the seeds
-                    mean = statistics.mean(bleus)
-                    cells.append(f"{theirs:.2f} / {mean:.2f} ± {statistics.stdev(bleus):.2f} "
-                                 f"(n={len(bleus)}) / {mean - theirs:+.2f}")
-                elif bleus:
-                    cells.append(f"{theirs:.2f} / {bleus[0]:.2f} / {bleus[0] - theirs:+.2f}")
-                else:
-                    cells.append(f"{theirs:.2f} / - / -")
+                notes += [n for res in results[:1] for n in res.get("notes", ())]
+                cells.append(cell(row.paper[i] if row.paper else None, results,
+                                  seed_results(Run(paper, baseline, col), work),
+                                  row is baseline))
             out.append(f"| {row.label} (`{row.encoding}`) | " + " | ".join(cells) + " |")
         out.append("")
         out += [f"sacreBLEU: `{s}`" for s in sorted(signatures)]
         out += [f"Decoding: {decoding(paper)}."]
+        out += [READING.format(baseline=f"({baseline.label})")]
         out += corpora_notes(paper, work)
+        out += [f"- {n}" for n in notes]
+        out += length_tables(paper, work)
         out += ["", "Settings that differ from the paper:"]
         out += [f"- {d}" for d in paper.differences] + [""]
     return "\n".join(out)
+
+
+def length_tables(paper: Paper, work: Path) -> list[str]:
+    """Per column: BLEU / chrF of every row by source-length bucket (seed 1), as Markdown;
+    all columns in one plot, ``results/PAPER/buckets.png``."""
+    out: list[str] = []
+    panels: dict[str, dict[str, list[BucketScore]]] = {}
+    for col in paper.columns:
+        rows = {}
+        for row in paper.rows:
+            path = Run(paper, row, col).result_path(work)
+            result = json.loads(path.read_text()) if path.exists() else {}
+            if "buckets" in result:
+                rows[row.label] = [BucketScore(**b) for b in result["buckets"]]
+        if rows:
+            panels[col.label] = rows
+            out += ["", f"{col.label}: BLEU / chrF by source length (Moses tokens; AT5's "
+                        "bins; seed 1)", "", bucket_table(rows)]
+    if panels:
+        png = plot_buckets(panels, work / "results" / paper.key / "buckets.png",
+                           f"{paper.title.split(':')[0]}: BLEU and chrF by source length")
+        out += ["", f"Plot: `{png}`"]
+    return out
 
 
 def seed_results(run: Run, work: Path) -> list[dict]:

@@ -1,0 +1,20 @@
+"""Scoring translations the way a reader can trust: the papers' BLEU, chrF beside it,
+sacreBLEU's paired bootstrap against a baseline, and scores by source length.
+
+* :mod:`.scoring` -- corpus BLEU as each paper reports it (cased, uncased with international
+  tokenization, or tokenized) and chrF;
+* :mod:`.significance` -- sacreBLEU's own paired bootstrap resampling (1000 resamples);
+* :mod:`.buckets` -- BLEU and chrF by source-length bucket (AT5's Table 5 bins), as a
+  Markdown table and one plot;
+* :mod:`.cli` -- ``posenc-score``, all of the above for files on disk.
+"""
+
+from .buckets import AT5_BINS, BucketScore, bucket_table, by_length, plot_buckets, source_lengths
+from .scoring import METRICS, Scored, bleu, chrf, score
+from .significance import N_RESAMPLES, Comparison, paired_bootstrap
+
+__all__ = [
+    "AT5_BINS", "BucketScore", "Comparison", "METRICS", "N_RESAMPLES", "Scored", "bleu",
+    "bucket_table", "by_length", "chrf", "paired_bootstrap", "plot_buckets", "score",
+    "source_lengths",
+]

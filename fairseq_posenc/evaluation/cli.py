@@ -1,0 +1,135 @@
+"""``posenc-score``: BLEU, chrF, paired bootstrap and length buckets for translation files.
+
+    posenc-score --ref test.de --src test.en --hyp hyp.de
+    posenc-score --ref test.de --src test.en --hyp sinusoidal=a.de --hyp diet_rel=b.de \\
+                 --baseline sinusoidal --metric cased --out results/
+
+Hypotheses and references are detokenized text, one sentence per line, in the same order.
+Each system gets BLEU and chrF; with ``--baseline`` (or several systems: the first), every
+other system gets sacreBLEU's paired-bootstrap p-value against it; with ``--src``, BLEU and
+chrF by source length (AT5's bins). ``--out DIR`` writes ``scores.json``, ``buckets.md``
+and ``buckets.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .buckets import bucket_table, by_length, plot_buckets
+from .scoring import METRICS, score
+from .significance import N_RESAMPLES, paired_bootstrap
+
+
+def read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise SystemExit(f"posenc-score: {path} does not exist") from None
+
+
+def language(path: Path, given: Optional[str], flag: str) -> str:
+    """``--src-lang``/``--tgt-lang``, else the file's suffix when it is a language code."""
+    if given:
+        return given
+    suffix = path.suffix.lstrip(".")
+    if suffix.isalpha() and len(suffix) == 2:  # ISO 639-1, as sacremoses takes
+        return suffix
+    raise SystemExit(f"posenc-score: cannot tell the language of {path.name} from its "
+                     f"suffix; pass {flag} (e.g. {flag} en)")
+
+
+def systems(specs: Sequence[str]) -> dict[str, Path]:
+    """``NAME=FILE`` (or ``FILE``, named by its file name) for each ``--hyp``."""
+    out: dict[str, Path] = {}
+    for spec in specs:
+        name, sep, file = spec.partition("=")
+        name, path = (name, Path(file)) if sep else (Path(spec).name, Path(spec))
+        if name in out:
+            raise SystemExit(f"posenc-score: two systems named {name!r}; use --hyp NAME=FILE")
+        out[name] = path
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="posenc-score", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ref", type=Path, required=True, help="references, raw text")
+    parser.add_argument("--hyp", action="append", required=True, metavar="[NAME=]FILE",
+                        help="detokenized hypotheses of a system (repeat for several)")
+    parser.add_argument("--src", type=Path, help="raw source text: enables length buckets")
+    parser.add_argument("--src-lang", help="source language (default: --src's suffix)")
+    parser.add_argument("--tgt-lang", help="target language (default: --ref's suffix)")
+    parser.add_argument("--metric", choices=METRICS, default="cased",
+                        help="BLEU as a paper reports it (default: sacreBLEU's cased 13a)")
+    parser.add_argument("--baseline", help="the system the others are tested against "
+                                           "(default: the first --hyp)")
+    parser.add_argument("--out", type=Path, help="write scores.json, buckets.md, buckets.png")
+    parser.add_argument("--title", default="BLEU and chrF by source length")
+    args = parser.parse_args(argv)
+
+    refs = read_lines(args.ref)
+    tgt_lang = language(args.ref, args.tgt_lang, "--tgt-lang")
+    hyps = {name: read_lines(path) for name, path in systems(args.hyp).items()}
+    for name, lines in hyps.items():
+        if len(lines) != len(refs):
+            raise SystemExit(f"posenc-score: {name} has {len(lines)} lines for {len(refs)} "
+                             f"references in {args.ref}; hypotheses must be one per line, "
+                             "in the references' order")
+    baseline = args.baseline or next(iter(hyps))
+    if baseline not in hyps:
+        raise SystemExit(f"posenc-score: --baseline {baseline!r} is none of the systems "
+                         f"{', '.join(hyps)}")
+
+    report: dict = {"metric": args.metric, "sentences": len(refs), "baseline": baseline,
+                    "systems": {}}
+    for name, lines in hyps.items():
+        scored = score(lines, refs, args.metric, tgt_lang)
+        entry = {"bleu": round(scored.bleu, 2), "chrf": round(scored.chrf, 2),
+                 "bleu_signature": scored.bleu_signature,
+                 "chrf_signature": scored.chrf_signature}
+        if name != baseline:
+            b, c = paired_bootstrap(hyps[baseline], lines, refs, args.metric, tgt_lang)
+            entry["paired_bootstrap"] = {"resamples": N_RESAMPLES, "bleu_p": b.p_value,
+                                         "chrf_p": c.p_value, "bleu_significant": b.significant,
+                                         "chrf_significant": c.significant}
+        report["systems"][name] = entry
+    buckets = {}
+    if args.src:
+        sources = read_lines(args.src)
+        if len(sources) != len(refs):
+            raise SystemExit(f"posenc-score: {args.src} has {len(sources)} lines for "
+                             f"{len(refs)} references")
+        src_lang = language(args.src, args.src_lang, "--src-lang")
+        buckets = {name: by_length(sources, lines, refs, args.metric, src_lang, tgt_lang)
+                   for name, lines in hyps.items()}
+        for name, rows in buckets.items():
+            report["systems"][name]["buckets"] = [dataclasses.asdict(b) for b in rows]
+
+    print(f"{len(refs)} sentences, BLEU ({args.metric}) and chrF")
+    for name, entry in report["systems"].items():
+        line = f"  {name}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}"
+        if "paired_bootstrap" in entry:
+            pb = entry["paired_bootstrap"]
+            mark = "*" if pb["bleu_significant"] else ""
+            line += f"  vs {baseline}: p(BLEU) = {pb['bleu_p']:.3f}{mark}, p(chrF) = {pb['chrf_p']:.3f}"
+        print(line)
+    if buckets:
+        print("\nBLEU / chrF by source length (Moses tokens):\n" + bucket_table(buckets))
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "scores.json").write_text(json.dumps(report, indent=1) + "\n")
+        written = [args.out / "scores.json"]
+        if buckets:
+            (args.out / "buckets.md").write_text(bucket_table(buckets) + "\n")
+            written += [args.out / "buckets.md",
+                        plot_buckets({"": buckets}, args.out / "buckets.png", args.title)]
+        print("\nwrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

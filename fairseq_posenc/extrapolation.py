@@ -1,0 +1,77 @@
+"""Length extrapolation: train on short sentence pairs, test on all, say what cannot be read.
+
+``--task translation_extrapolation --train-max-len N`` is fairseq's ``translation`` whose
+*training* split keeps only pairs of at most ``N`` tokens per side (fairseq's count: subword
+tokens plus the end of sentence), dropped with fairseq's own size filter, which logs how
+many it skipped. The model's ``--max-source/target-positions`` stay as they are, so a
+relative encoding -- and an absolute one whose table is longer than ``N`` -- is tested on
+longer sentences than it was trained on (Press et al. 2022 train short and test long the
+same way). Validation and test sets are not filtered.
+
+:func:`length_limits` reads from a checkpoint's model configuration the longest source and
+target a model can represent: fairseq's ``--max-source/target-positions`` and, for an
+absolute encoding, its table (``--<encoding>-max-len``, learned embeddings). A test sentence
+beyond the source limit is not translated and is reported as such (``examples/wmt``), never
+silently dropped.
+"""
+
+import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
+# field types at run time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq.utils import resolve_max_positions
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from .encodings import get_encoding
+
+
+@dataclass
+class TranslationExtrapolationConfig(TranslationConfig):
+    train_max_len: int = field(default=0, metadata={
+        "help": "train on sentence pairs of at most this many tokens per side (subwords and "
+                "the end of sentence, as fairseq counts them); 0: no limit"})
+
+
+@register_task("translation_extrapolation", dataclass=TranslationExtrapolationConfig)
+class TranslationExtrapolationTask(TranslationTask):
+    """fairseq's ``translation`` that trains on short pairs only (``--train-max-len``)."""
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None,
+                               ignore_invalid_inputs=False):
+        limit = self.cfg.train_max_len
+        if limit and dataset is self.datasets.get("train"):
+            if limit < 2:
+                raise ValueError("--train-max-len counts the end of sentence too: give at "
+                                 "least 2 (one token and </s>)")
+            max_positions = resolve_max_positions(max_positions, (limit, limit))
+            ignore_invalid_inputs = True  # dropping the long pairs is the point
+        return super().filter_indices_by_size(indices, dataset, max_positions,
+                                              ignore_invalid_inputs)
+
+
+@dataclass(frozen=True)
+class LengthLimits:
+    """The longest source and target (tokens with the end of sentence) a model represents,
+    and the flag that sets each."""
+
+    source: int
+    target: int
+    source_flag: str
+    target_flag: str
+
+
+def length_limits(model_args: argparse.Namespace) -> LengthLimits:
+    """From a checkpoint's model configuration (``cfg["model"]``, or its ``args``)."""
+    encoding = get_encoding(model_args.pos_encoding)
+
+    def limit(positions_flag: str, positions: int) -> tuple[int, str]:
+        table = encoding.max_length(model_args, positions)
+        if table is not None and table < positions:
+            return table, encoding.max_length_flag(model_args) or positions_flag
+        return positions, positions_flag
+
+    source, source_flag = limit("--max-source-positions", model_args.max_source_positions)
+    target, target_flag = limit("--max-target-positions", model_args.max_target_positions)
+    return LengthLimits(source, target, source_flag, target_flag)
