@@ -1,0 +1,125 @@
+"""Titles and captions of the pictures: what exactly is plotted, from which paper and
+equation, and how to read it. Kept apart from the computation (``terms.py``) so the text
+can be read and reviewed in one place; ``docs/inspect.md`` says the same at more length.
+
+Keys are ``(term name, what)``, as :mod:`.terms` names its pictures; a missing key falls
+back to a generic sentence rather than failing, so a new encoding still gets a report.
+"""
+
+from __future__ import annotations
+
+NO_POSITION_TERM = ("This stack has no position term: no input position embedding and no "
+                    "position term in self-attention (--pos-encoding none, the AT5 paper's "
+                    "Non-PE baseline). Only the decoder's causal mask orders anything.")
+
+_DISTANCE = ("One query at position D and keys 0..2D, through the term's own expanded(): "
+             "exactly the row the attention adds for distances j - i = -D..D. ")
+
+TEXT: dict[tuple[str, str], tuple[str, str]] = {
+    ("t5", "bias"): ("T5 relative bias b_h[bucket(j - i)]",
+                     "Raffel et al. 2020, sec. 2.1 (also TUPE-R's relative term, Ke et al. "
+                     "2020 eq. 11): one learned scalar per head and logarithmic bucket, added "
+                     "to the scaled logits. " + _DISTANCE + "Flat steps are shared buckets."),
+    ("t5_nob", "bias"): ("T5-NoB relative bias b_h[clip(j - i)]",
+                         "Wu et al. 2021 (AT5), T5-NoB: one scalar per head and distance, "
+                         "no buckets, clipped to the table. " + _DISTANCE),
+    ("diet_rel", "bias"): ("DIET-REL bias R[l,h][j - i]",
+                           "Chen et al. 2021b eq. 3 (= REL-SCALAR of Chen et al. 2021a): one "
+                           "scalar per head, layer and distance, added to the logits. "
+                           + _DISTANCE),
+    ("at5", "bias"): ("AT5 bias g_h,sign(f_h(j - i))",
+                      "Wu et al. 2021 eqs. 17-20: the per-head MLP g applied to the soft "
+                      "bucket f. " + _DISTANCE),
+    ("at5", "soft-bucket"): ("AT5 soft buckets f_h(j - i) = 1 - exp(-slope |j - i|)",
+                             "Wu et al. 2021 eqs. 17, 19: the learned soft bucket in [0, 1) "
+                             "per head (beta for j <= i, alpha for j > i), from the term's "
+                             "soft_bucket(); g maps it to the bias."),
+    ("at5_nob", "bias"): ("AT5-NoB bias g_h,sign(sigmoid(E_h[j - i]))",
+                          "Wu et al. 2021, AT5-NoB: AT5's MLPs on a learned per-distance "
+                          "table instead of the exponential bucket. " + _DISTANCE),
+    ("at5_nob", "soft-bucket"): ("AT5-NoB soft buckets sigmoid(E_h[j - i])",
+                                 "Wu et al. 2021, AT5-NoB: the learned bucket value per head "
+                                 "and distance, from the term's soft_bucket()."),
+    ("alibi", "bias"): ("ALiBi bias -m_h |j - i| (fixed slopes)",
+                        "Press et al. 2022 sec. 3: fixed head slopes m_h = 2^(-8h/H), no "
+                        "parameters. " + _DISTANCE),
+    ("huang1", "factor"): ("Huang method 1 factor a[l,h][|j - i|] on q.k",
+                           "Huang et al. 2020 eqs. 11-12: multiplies the content logit "
+                           "q_i.k_j / sqrt(d_h); 1 is plain attention. " + _DISTANCE),
+    ("huang2", "factor"): ("Huang method 2 factor a[l,h][j - i] on q.k",
+                           "Huang et al. 2020 eqs. 12-13: a signed-distance factor on the "
+                           "content logit; 1 is plain attention. " + _DISTANCE),
+    ("huang3", "gate"): ("Huang method 3 mean gate mean_d a[l,h][j - i]_d",
+                         "Huang et al. 2020 eq. 15: e_ij = sum_d q_id k_jd a[j-i]_d / "
+                         "sqrt(d_h). Plotted: content_logits() of all-ones q and k divided "
+                         "by d_h, the mean of the gate vector = the factor on q.k for "
+                         "queries and keys with equal coordinates; 1 is plain attention."),
+    ("huang4", "position-bias"): ("Huang method 4 content-free part (b_Q + b_K).a_{j-i}",
+                                  "Huang et al. 2020 eq. 16: (q_i.a + k_j.a) / sqrt(d_h) "
+                                  "needs content; plotted is logit_bias() for the query and "
+                                  "key of an all-zero layer input (fairseq's projection "
+                                  "biases b_Q, b_K): the part no token changes."),
+    ("shaw", "position-bias"): ("Shaw key term b_Q.aK[clip(j - i)] / sqrt(d_h)",
+                                "Shaw et al. 2018 eq. 4: q_i.aK[c] needs a query; plotted is "
+                                "logit_bias() for the query of an all-zero layer input "
+                                "(fairseq's q-projection bias b_Q, per head), the part of "
+                                "the key term that no token changes. Flat beyond the clip k."),
+    ("shaw", "vector-norms"): ("Shaw relative vectors ||aK[c]||, ||aV[c]||",
+                               "Shaw et al. 2018 eqs. 3-5: the key and value vectors per "
+                               "clipped distance c (shared by the heads), read back through "
+                               "logit_bias() with unit queries and value_term() with one-hot "
+                               "probabilities."),
+    ("xl", "position-bias"): ("Transformer-XL global position term v.W_R R_{i-j} / sqrt(d_h)",
+                              "Dai et al. 2019 sec. 3.3, term (d): logit_bias() with q = k = 0, "
+                              "which leaves exactly the content-free term per head. (fairseq's "
+                              "q-projection bias b_Q adds b_Q.W_R R as well; not included.)"),
+    ("rope", "cosine"): ("RoPE content-free pattern: mean_p cos((j - i) theta_p)",
+                         "Su et al. 2021 eq. 34: rotate_qk() of all-ones queries and keys; "
+                         "each frequency pair p contributes 2 cos((j - i) theta_p) to q.k, "
+                         "theta_p = base^(-2p/d_h). Plotted: the mean over pairs (1 at "
+                         "distance 0), i.e. q_i.k_j / d_h for constant q = k = 1; the same "
+                         "for every head and layer."),
+    ("rope", "pairs"): ("RoPE per frequency pair: cos((j - i) theta_p)",
+                        "Su et al. 2021 eq. 34: the contribution of each pair of head "
+                        "dimensions (rows, p = 0 fastest) by distance, from rotate_qk()."),
+    ("diet_abs", "logits"): ("DIET-ABS positional logits P_Q P_K^T",
+                             "Chen et al. 2021b eq. 1: (P_Q P_K^T)_ij per head, from "
+                             "low_rank_bias() over positions 0..n-1 (as TUPE's figures)."),
+    ("diet_abs_lin", "logits"): ("DIET-ABS-LIN positional logits P_Q P_K^T (n x k)",
+                                 "Chen et al. 2021b eq. 4: projected_bias(): query position i "
+                                 "against the k projected key rows m of the Linformer E."),
+    ("tupe_a", "logits"): ("TUPE positional correlation (p~_i U_Q).(p~_j U_K) / sqrt(2 d_h)",
+                           "Ke et al. 2020 eq. 7 (their Fig. 4): the untied positional term "
+                           "per head over positions 0..n-1, as the attention adds it."),
+    ("tupe_r", "logits"): ("TUPE-R absolute positional correlation",
+                           "Ke et al. 2020 eqs. 7, 11: the absolute part per head; the "
+                           "bucketed relative part is the t5 picture of this stack."),
+    ("segments", "logits"): ("Segment term S[l,h][seg(i), seg(j)]",
+                             "Chen et al. 2021b eqs. 1-3 (--segment-attention): the learned "
+                             "K x K table per head and layer, from pair_bias() with one "
+                             "token per segment."),
+    ("sinusoidal", "cosine"): ("Sinusoidal input embeddings: cosine similarity",
+                               "Vaswani et al. 2017 sec. 3.5 (fairseq's variant): cos(PE_i, "
+                               "PE_j) of the embeddings fairseq adds to the input, from the "
+                               "model's own module; position 0 = the first real token."),
+    ("learned", "cosine"): ("Learned input embeddings: cosine similarity",
+                            "Gehring et al. 2017 / Devlin et al. 2018: cos(P_i, P_j) of the "
+                            "learned position embeddings added to the input, from the "
+                            "model's own module; position 0 = the first real token."),
+    ("attention", "probabilities"): ("Self-attention probabilities",
+                                     "The attention of every layer (rows) and head (columns) on the "
+                                     "given sentence (rows: queries, columns: keys), as the "
+                                     "model computes them with all its position terms."),
+}
+
+
+def title(name: str, what: str, stack: str) -> str:
+    text = TEXT.get((name, what), (f"{name}: {what}", ""))[0]
+    return f"{stack}: {text}"
+
+
+def caption(name: str, what: str, causal: bool) -> str:
+    text = TEXT.get((name, what), ("", f"The {what} of the {name} term."))[1]
+    if causal and name not in ("sinusoidal", "learned"):
+        text += " Decoder: causal, only keys j <= i exist (the rest is masked)."
+    return text

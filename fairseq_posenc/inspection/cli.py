@@ -1,0 +1,117 @@
+"""``posenc-inspect CHECKPOINT --out DIR``: pictures of what a trained model's position
+encoding adds to its attention, an ``index.html`` to read them, and the numbers as JSON.
+
+Decisions: every user error (a missing or foreign checkpoint, a sentence without a
+dictionary, a missing BPE file, a sentence longer than the model accepts) ends in a
+``SystemExit`` whose message names what to pass; tracebacks are for bugs. The sentence
+options follow what a fairseq user already knows: ``--data`` is the data-bin directory
+given to ``fairseq-train`` / ``fairseq-generate``, ``--bpe-codes`` the subword-nmt codes
+given to ``fairseq-interactive --bpe subword_nmt``. See ``docs/inspect.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from . import report, sentence
+from .load import LoadedModel, fail, load_model
+from .records import Report
+from .terms import Limits, position_pictures
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="posenc-inspect",
+        description="Plot what the position encoding of a fairseq-posenc checkpoint adds "
+        "to its self-attention (biases by distance, positional logits, segment terms) and, "
+        "with --sentence, the encoder's attention maps. Writes PNGs, a JSON file of the "
+        "plotted values beside each, and index.html.")
+    p.add_argument("checkpoint", type=Path, help="checkpoint_best.pt of a model trained "
+                   "with --user-dir fairseq_posenc")
+    p.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    p.add_argument("--max-distance", type=int, default=64, metavar="D",
+                   help="plot relative distances -D..D (default 64; at most the model's "
+                   "max positions - 1)")
+    p.add_argument("--positions", type=int, default=64, metavar="N",
+                   help="heatmaps over positions 0..N-1 (default 64; at most what the "
+                   "model supports)")
+    text = p.add_argument_group("attention maps of one sentence")
+    text.add_argument("--sentence", help="a source sentence (raw text unless --tokenized)")
+    text.add_argument("--data", type=Path, metavar="DIR", help="the fairseq-preprocess "
+                      "output the model was trained on (holds dict.SRC.txt); needed with "
+                      "--sentence")
+    text.add_argument("--source-lang", metavar="SRC", help="source language (default: the "
+                      "checkpoint's); picks dict.SRC.txt and the Moses tokenizer")
+    text.add_argument("--bpe-codes", type=Path, metavar="FILE", help="subword-nmt codes "
+                      "the training data was segmented with")
+    text.add_argument("--bpe-vocab", type=Path, metavar="FILE", help="subword-nmt "
+                      "vocabulary (apply-bpe --vocabulary), if the data used one")
+    text.add_argument("--bpe-vocab-threshold", type=int, default=1, metavar="N",
+                      help="apply-bpe --vocabulary-threshold (default 1)")
+    text.add_argument("--tokenized", action="store_true", help="the sentence is already "
+                      "tokenized and BPE'd: split on spaces only")
+    return p
+
+
+def check(args: argparse.Namespace) -> None:
+    if args.max_distance < 1 or args.positions < 1:
+        raise fail("--max-distance and --positions must be at least 1.")
+    if args.sentence is not None and args.data is None:
+        raise fail("--sentence needs the source dictionary: pass --data DIR, the "
+                   "fairseq-preprocess (data-bin) directory the model was trained on "
+                   "(it holds dict.SRC.txt); add --bpe-codes FILE if the data was BPE'd "
+                   "with subword-nmt, or --tokenized if the sentence already is.")
+    if args.sentence is not None and not args.sentence.strip():
+        raise fail("--sentence is empty.")
+
+
+def summary(loaded: LoadedModel) -> list[str]:
+    a = loaded.args
+    lines = [f"architecture {a.arch}, --pos-encoding {loaded.encoding}"
+             + (f", --pos-layers {a.pos_layers}" if getattr(a, "pos_layers", None) else ""),
+             f"encoder: {a.encoder_layers} layers, {a.encoder_attention_heads} heads, width "
+             f"{a.encoder_embed_dim}, {a.max_source_positions} source positions",
+             f"decoder: {a.decoder_layers} layers, {a.decoder_attention_heads} heads, width "
+             f"{a.decoder_embed_dim}, {a.max_target_positions} target positions"]
+    if getattr(a, "segment_attention", False):
+        lines.append(f"--segment-attention with {a.num_segments} segments "
+                     f"(separator {a.segment_separator})")
+    return lines
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    check(args)
+    with torch.no_grad():  # nothing here trains
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load_model(args.checkpoint, args.data if args.sentence else None,
+                        args.source_lang)
+    pictures, notes = position_pictures(loaded.model, Limits(args.max_distance,
+                                                             args.positions))
+    if args.sentence is not None:
+        assert loaded.source_dictionary is not None  # --data was given (check)
+        segment = getattr(loaded.args, "segment_attention", False) or getattr(
+            loaded.args, "segment_embedding", False)
+        tokens = sentence.prepare(
+            args.sentence, lang=loaded.source_lang, tokenized=args.tokenized,
+            bpe_codes=args.bpe_codes, bpe_vocab=args.bpe_vocab,
+            vocab_threshold=args.bpe_vocab_threshold,
+            separator=loaded.args.segment_separator if segment else None)
+        ids = sentence.encode(tokens, loaded.source_dictionary,
+                              bpe_given=args.bpe_codes is not None or args.tokenized)
+        pictures.append(sentence.attention_picture(loaded, tokens, ids))
+    index = report.write(Report(str(args.checkpoint), loaded.encoding, summary(loaded),
+                                pictures, notes), args.out)
+    print(f"posenc-inspect: {len(pictures)} pictures -> {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
