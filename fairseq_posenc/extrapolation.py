@@ -11,15 +11,18 @@ same way). Validation and test sets are not filtered.
 :func:`length_limits` reads from a checkpoint's model configuration the longest source and
 target a model can represent: fairseq's ``--max-source/target-positions`` and, for an
 absolute encoding, its table (``--<encoding>-max-len``, learned embeddings). A test sentence
-beyond the source limit is not translated and is reported as such (``examples/wmt``), never
-silently dropped.
+beyond the source limit is not translated and is reported as such (:class:`Untranslatable`,
+used by ``examples/wmt/reproduce.py``), never silently dropped.
 """
 
 import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
 # field types at run time
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Optional, Sequence
 
+import torch
+from fairseq.data import data_utils
 from fairseq.utils import resolve_max_positions
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -75,3 +78,68 @@ def length_limits(model_args: argparse.Namespace) -> LengthLimits:
     source, source_flag = limit("--max-source-positions", model_args.max_source_positions)
     target, target_flag = limit("--max-target-positions", model_args.max_target_positions)
     return LengthLimits(source, target, source_flag, target_flag)
+
+
+@dataclass(frozen=True)
+class Untranslatable:
+    """What a model cannot represent of one test set (:func:`length_limits` against the
+    binarized source lengths): these sources are not translated, and outputs are capped
+    where the decoder's table is shorter than fairseq's default maximum output."""
+
+    limits: LengthLimits
+    sentences: frozenset[int]  # ids of the sources longer than ``limits.source``
+    fairseq_max_len_b: int = 200  # fairseq-generate's default maximum output length
+
+    @classmethod
+    def of(cls, limits: LengthLimits, source_lengths: Sequence[int]) -> "Untranslatable":
+        return cls(limits, frozenset(i for i, n in enumerate(source_lengths)
+                                     if n > limits.source))
+
+    @property
+    def target_cap(self) -> Optional[int]:
+        """Maximum output tokens when the decoder's table cuts fairseq's default."""
+        cap = self.limits.target - 1  # one position for the end of sentence
+        return cap if cap < self.fairseq_max_len_b else None
+
+    def generate_flags(self) -> list[str]:
+        flags = []
+        if self.sentences:  # fairseq skips (and logs) them; evaluate() reports them
+            flags += ["--max-source-positions", str(self.limits.source),
+                      "--skip-invalid-size-inputs-valid-test"]
+        if self.target_cap is not None:
+            flags += ["--max-len-a", "0", "--max-len-b", str(self.target_cap)]
+        return flags
+
+    def notes(self, label: str) -> list[str]:
+        out = []
+        if self.sentences:
+            out.append(f"{label}: {len(self.sentences)} test sources longer than the "
+                       f"{self.limits.source} positions it represents "
+                       f"({self.limits.source_flag}) were not translated (empty hypotheses, "
+                       "counted in their length bucket)")
+        if self.target_cap is not None:
+            out.append(f"{label}: outputs capped at {self.target_cap} tokens, the "
+                       f"decoder's {self.limits.target} positions ({self.limits.target_flag})")
+        return out
+
+
+def checkpoint_limits(checkpoint: Path) -> LengthLimits:
+    """:func:`length_limits` of a fairseq checkpoint's model configuration (memory-mapped:
+    the weights are not read)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    state = torch.load(checkpoint, map_location="cpu", mmap=True)
+    model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
+    if isinstance(model, DictConfig):
+        model = argparse.Namespace(**OmegaConf.to_container(model, resolve=True))
+    return length_limits(model)
+
+
+def source_sizes(data: Path, split: str, src: str, tgt: str) -> list[int]:
+    """Tokens (with the end of sentence) of each binarized source of ``split``."""
+    prefix = data / f"{split}.{src}-{tgt}.{src}"
+    dataset = data_utils.load_indexed_dataset(str(prefix), None)
+    if dataset is None:
+        raise FileNotFoundError(f"{prefix}.bin/.idx not found: binarize the {split} split "
+                                "with fairseq-preprocess (examples/wmt: rerun prepare.py)")
+    return [int(n) for n in dataset.sizes]

@@ -239,3 +239,80 @@ def test_smoke_mode_runs_every_table(tmp_path):
                 assert checkpoint == {"at5": "checkpoint_best.pt", "diet": "checkpoint_last.pt",
                                       "chen2021a": "checkpoint_last.pt"}[paper.key]
     assert " / - / -" not in text  # every cell has our number
+
+
+# --- evidence: chrF, significance, length buckets, extrapolation ----------------------
+
+
+def write_result(run, work: Path, hyps, refs, bleu, chrf, seed=1) -> None:
+    """A result as evaluate() writes it, with its hypotheses on disk."""
+    suffix = "" if seed == 1 else f".seed{seed}"
+    hyp_path = run.result_path(work).parent / f"{run.column.testset}{suffix}.hyp.de"
+    hyp_path.parent.mkdir(parents=True, exist_ok=True)
+    hyp_path.write_text("".join(h + "\n" for h in hyps))
+    ref_path = work / "refs.de"
+    ref_path.write_text("".join(r + "\n" for r in refs))
+    path = run.result_path(work).with_name(f"{run.column.testset}{suffix}.json")
+    reproduce.write_json(path, {
+        "bleu": bleu, "chrf": chrf, "signature": "s", "metric": "tokenized", "pair": "en-de",
+        "seed": seed, "hypotheses": str(hyp_path), "references": str(ref_path)})
+
+
+def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_path):
+    """AT5's baseline is T5 (the paper's comparison); each other row's cell gets chrF and
+    sacreBLEU's paired-bootstrap p of its hypotheses against T5's, on the same sentences."""
+    from fairseq_posenc.evaluation import paired_bootstrap
+
+    assert recipes.PAPERS["at5"].baseline_row.label == "T5"
+    assert recipes.PAPERS["diet"].baseline_row.label == "Vaswani"
+    refs = [f"das ist satz nummer {i} mit einigen worten ." for i in range(150)]
+    t5 = [r.replace("einigen ", "") if i % 2 else r for i, r in enumerate(refs)]
+    at5 = [r.replace("mit einigen worten ", "") for r in refs]
+    [t5_run] = reproduce.select("at5", "T5", "2015")
+    [at5_run] = reproduce.select("at5", "AT5", "2015")
+    write_result(t5_run, tmp_path, t5, refs, 30.0, 55.0)
+    write_result(at5_run, tmp_path, at5, refs, 31.0, 56.5)
+    text = reproduce.table(tmp_path, ["at5"])
+    bleu_test, _ = paired_bootstrap(t5, at5, refs, "tokenized", "de")
+    mark = "*" if bleu_test.significant else ""
+    assert f"| AT5 (`at5`) | 28.34 / - / - | 30.18 / 31.00 / +0.82; chrF 56.50; p {bleu_test.p_value:.3f}{mark} |" in text
+    assert "| T5 (`t5`) | 28.15 / - / - | 30.05 / 30.00 / -0.05; chrF 55.00 |" in text
+    assert "against the baseline row (T5)" in text and "standard deviation" in text
+    # several seeds: mean +- std for BLEU and chrF, the largest p over the seed pairs
+    write_result(t5_run, tmp_path, at5, refs, 31.0, 56.0, seed=2)
+    write_result(at5_run, tmp_path, at5, refs, 31.0, 57.5, seed=2)
+    text = reproduce.table(tmp_path, ["at5"])
+    equal, _ = paired_bootstrap(at5, at5, refs, "tokenized", "de")
+    p = max(bleu_test.p_value, equal.p_value)
+    assert (f"30.18 / 31.00 ± 0.00 (n=2) / +0.82; chrF 57.00 ± 0.71 (n=2); p {p:.3f} |"
+            in text)  # seed 2 is a tie: never marked
+
+
+def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
+    from fairseq_posenc.evaluation import BucketScore
+
+    for label, bleu in (("Vaswani", 20.0), ("ALiBi", 25.0)):
+        [run] = reproduce.select("extrapolation", label)
+        buckets = [BucketScore("(0, 20]", 5, 0, bleu, 50.0),
+                   BucketScore("(20, 40]", 3, 1, bleu - 5, 40.0)]
+        reproduce.write_json(run.result_path(tmp_path), {
+            "bleu": bleu, "signature": "s", "notes": [f"{label}: a note"],
+            "buckets": [b.__dict__ for b in buckets]})
+    text = reproduce.table(tmp_path, ["extrapolation"])
+    assert "| model | 2017 ours |" in text  # no paper numbers: ours only
+    assert "| ALiBi (`alibi`) | 25.00 |" in text and "| RoPE (`rope`) | - |" in text
+    assert "| source length | (0, 20] n=5 | (20, 40] n=3 |" in text
+    assert "| ALiBi | 25.00 / 50.00 | 20.00 / 40.00 (1 untranslated) |" in text
+    assert "- ALiBi: a note" in text
+    png = tmp_path / "results" / "extrapolation" / "buckets.png"
+    assert f"Plot: `{png}`" in text and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_extrapolation_trains_short_with_the_papers_settings():
+    [run] = reproduce.select("extrapolation", "DIET-ABS, 64 positions")
+    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    assert flag(args, "--task") == "translation_extrapolation"
+    assert flag(args, "--train-max-len") == "50" and flag(args, "--diet-abs-max-len") == "64"
+    [other] = reproduce.select("at5", "AT5", "2015")
+    assert flag(reproduce.train_args(other, Path("D"), Path("W"), reproduce.Scale()),
+                "--task") == "translation"

@@ -53,7 +53,8 @@ from recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
 from fairseq_posenc.evaluation import (  # noqa: E402
     BucketScore, bucket_table, by_length, paired_bootstrap, plot_buckets, scoring)
 from fairseq_posenc.evaluation.significance import ALPHA, N_RESAMPLES  # noqa: E402
-from fairseq_posenc.extrapolation import LengthLimits, length_limits  # noqa: E402
+from fairseq_posenc.extrapolation import (  # noqa: E402
+    Untranslatable, checkpoint_limits, source_sizes)
 
 
 # --- what to run -----------------------------------------------------------------------
@@ -160,7 +161,7 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
 
 
 def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: Path,
-                  bpe: str, limits: Optional["Untranslatable"] = None) -> list[str]:
+                  bpe: str, limits: Optional[Untranslatable] = None) -> list[str]:
     """``fairseq-generate`` arguments; ``limits``: sources the model cannot represent are
     skipped (and reported by :func:`evaluate`), outputs capped at the decoder's table."""
     post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
@@ -267,68 +268,6 @@ def final_checkpoint(run: Run, work: Path) -> Path:
 # --- scoring ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Untranslatable:
-    """What a model cannot represent of one test set (:func:`length_limits` against the
-    binarized source lengths): these sources are not translated, and outputs are capped
-    where the decoder's table is shorter than fairseq's default maximum output."""
-
-    limits: LengthLimits
-    sentences: frozenset[int]  # ids of the sources longer than ``limits.source``
-    fairseq_max_len_b: int = 200  # fairseq-generate's default maximum output length
-
-    @property
-    def target_cap(self) -> Optional[int]:
-        """Maximum output tokens when the decoder's table cuts fairseq's default."""
-        cap = self.limits.target - 1  # one position for the end of sentence
-        return cap if cap < self.fairseq_max_len_b else None
-
-    def generate_flags(self) -> list[str]:
-        flags = []
-        if self.sentences:  # fairseq skips (and logs) them; evaluate() reports them
-            flags += ["--max-source-positions", str(self.limits.source),
-                      "--skip-invalid-size-inputs-valid-test"]
-        if self.target_cap is not None:
-            flags += ["--max-len-a", "0", "--max-len-b", str(self.target_cap)]
-        return flags
-
-    def notes(self, label: str) -> list[str]:
-        out = []
-        if self.sentences:
-            out.append(f"{label}: {len(self.sentences)} test sources longer than the "
-                       f"{self.limits.source} positions it represents "
-                       f"({self.limits.source_flag}) were not translated (empty hypotheses, "
-                       "counted in their length bucket)")
-        if self.target_cap is not None:
-            out.append(f"{label}: outputs capped at {self.target_cap} tokens, the "
-                       f"decoder's {self.limits.target} positions ({self.limits.target_flag})")
-        return out
-
-
-def checkpoint_limits(checkpoint: Path) -> LengthLimits:
-    """:func:`length_limits` of a fairseq checkpoint's model configuration (memory-mapped:
-    the weights are not read)."""
-    import torch
-    from omegaconf import DictConfig, OmegaConf
-
-    state = torch.load(checkpoint, map_location="cpu", mmap=True)
-    model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
-    if isinstance(model, DictConfig):
-        model = argparse.Namespace(**OmegaConf.to_container(model, resolve=True))
-    return length_limits(model)
-
-
-def source_sizes(data: Path, split: str, src: str, tgt: str) -> list[int]:
-    """Tokens (with the end of sentence) of each binarized source of ``split``."""
-    from fairseq.data import data_utils
-
-    prefix = data / f"{split}.{src}-{tgt}.{src}"
-    dataset = data_utils.load_indexed_dataset(str(prefix), None)
-    if dataset is None:
-        raise SystemExit(f"{prefix}.bin/.idx not found: rerun prepare.py")
-    return [int(n) for n in dataset.sizes]
-
-
 def hypotheses(generate_output: Path, expected: int,
                untranslated: frozenset[int] = frozenset()) -> list[str]:
     """``H-<id>`` lines sorted by id; every sentence must be there but the ``untranslated``
@@ -367,8 +306,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         bin_dir = data / run.column.dataset / "bin"
         limits = checkpoint_limits(checkpoints[save])
         lengths = source_sizes(bin_dir, split, run.column.src, run.column.tgt)
-        skip = Untranslatable(limits, frozenset(
-            i for i, n in enumerate(lengths) if n > limits.source))
+        skip = Untranslatable.of(limits, lengths)
         out_dir = (run.result_path(work).parent
                    / f"generate.{run.column.testset}{run.seed_suffix}")
         run_fairseq("fairseq-generate",
