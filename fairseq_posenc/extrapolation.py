@@ -136,10 +136,12 @@ def checkpoint_limits(checkpoint: Path) -> LengthLimits:
 
 
 def source_sizes(data: Path, split: str, src: str, tgt: str) -> list[int]:
-    """Tokens (with the end of sentence) of each binarized source of ``split``."""
-    prefix = data / f"{split}.{src}-{tgt}.{src}"
-    dataset = data_utils.load_indexed_dataset(str(prefix), None)
-    if dataset is None:
-        raise FileNotFoundError(f"{prefix}.bin/.idx not found: binarize the {split} split "
-                                "with fairseq-preprocess (examples/wmt: rerun prepare.py)")
-    return [int(n) for n in dataset.sizes]
+    """Tokens (with the end of sentence) of each binarized source of ``split``; the pair's
+    files may be named either way round, as fairseq's translation task accepts."""
+    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+        dataset = data_utils.load_indexed_dataset(str(data / f"{split}.{pair}.{src}"), None)
+        if dataset is not None:
+            return [int(n) for n in dataset.sizes]
+    raise FileNotFoundError(f"{data}/{split}.{src}-{tgt}.{src}.bin/.idx not found: binarize "
+                            f"the {split} split with fairseq-preprocess (examples/wmt: rerun "
+                            "prepare.py)")

@@ -93,6 +93,9 @@ def test_sources_beyond_an_absolute_table_are_reported_not_dropped(data, tmp_pat
     assert (limits.source, limits.target, limits.source_flag) == (10, 10, "--diet-abs-max-len")
     lengths = source_sizes(data / "bin", "test", cu.SRC, cu.TGT)
     assert lengths == [n + 1 for n in words(data / "raw" / "test.src")]
+    # the other direction reads the same files, named src-tgt (fairseq accepts both)
+    assert source_sizes(data / "bin", "test", cu.TGT, cu.SRC) == [
+        n + 1 for n in words(data / "raw" / "test.tgt")]
     skip = Untranslatable.of(limits, lengths)
     expected = {i for i, n in enumerate(words(data / "raw" / "test.src")) if n + 1 > 10}
     assert skip.sentences == expected and expected

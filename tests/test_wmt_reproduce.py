@@ -237,8 +237,17 @@ def test_smoke_mode_runs_every_table(tmp_path):
                 # updates that each end an epoch do not write (then: the last, warned)
                 checkpoint = Path(result["checkpoint"]).name
                 assert checkpoint == {"at5": "checkpoint_best.pt", "diet": "checkpoint_last.pt",
-                                      "chen2021a": "checkpoint_last.pt"}[paper.key]
+                                      "chen2021a": "checkpoint_last.pt",
+                                      "extrapolation": "checkpoint_last.pt"}[paper.key]
+                # the evidence: chrF, the hypotheses kept for the bootstrap, the buckets
+                assert 0.0 <= result["chrf"] <= 100.0
+                hyps = Path(result["hypotheses"]).read_text().splitlines()
+                assert len(hyps) == result["sentences"]  # untranslated ones empty
+                assert sum(b["sentences"] for b in result["buckets"]) == result["sentences"]
+        assert (tmp_path / "results" / paper.key / "buckets.png").exists()
     assert " / - / -" not in text  # every cell has our number
+    assert text.count("How to read:") == len(recipes.PAPERS)
+    assert "| DIET-REL (`diet_rel`) | 39.47 / " in text and "; p " in text
 
 
 # --- evidence: chrF, significance, length buckets, extrapolation ----------------------

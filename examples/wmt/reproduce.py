@@ -51,8 +51,9 @@ import prepare  # noqa: E402  (examples/wmt/prepare.py)
 from recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
 
 from fairseq_posenc.evaluation import (  # noqa: E402
-    BucketScore, bucket_table, by_length, paired_bootstrap, plot_buckets, scoring)
-from fairseq_posenc.evaluation.significance import ALPHA, N_RESAMPLES  # noqa: E402
+    BucketScore, bucket_table, by_length, plot_buckets, scoring)
+from fairseq_posenc.evaluation.significance import (  # noqa: E402
+    ALPHA, N_RESAMPLES, bleu_bootstrap)
 from fairseq_posenc.extrapolation import (  # noqa: E402
     Untranslatable, checkpoint_limits, source_sizes)
 
@@ -387,10 +388,9 @@ def significance(results: Sequence[dict], baselines: Sequence[dict]) -> Optional
     tests = []
     for base, res in pairs:
         refs = read_lines(Path(res["references"]))
-        bleu_test, _chrf_test = paired_bootstrap(
+        tests.append(bleu_bootstrap(
             read_lines(Path(base["hypotheses"])), read_lines(Path(res["hypotheses"])), refs,
-            res["metric"], res["pair"].split("-")[1])
-        tests.append(bleu_test)
+            res["metric"], res["pair"].split("-")[1]))
     p = max(t.p_value for t in tests)
     return f"p {p:.3f}" + ("*" if all(t.significant for t in tests) else "")
 

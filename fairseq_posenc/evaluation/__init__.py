@@ -11,10 +11,11 @@ sacreBLEU's paired bootstrap against a baseline, and scores by source length.
 
 from .buckets import AT5_BINS, BucketScore, bucket_table, by_length, plot_buckets, source_lengths
 from .scoring import METRICS, Scored, bleu, chrf, score
-from .significance import N_RESAMPLES, Comparison, paired_bootstrap
+from .significance import (
+    N_RESAMPLES, Comparison, bleu_bootstrap, chrf_bootstrap, paired_bootstrap)
 
 __all__ = [
     "AT5_BINS", "BucketScore", "Comparison", "METRICS", "N_RESAMPLES", "Scored", "bleu",
-    "bucket_table", "by_length", "chrf", "paired_bootstrap", "plot_buckets", "score",
+    "bleu_bootstrap", "bucket_table", "chrf_bootstrap", "by_length", "chrf", "paired_bootstrap", "plot_buckets", "score",
     "source_lengths",
 ]

@@ -54,16 +54,32 @@ def _paired_test(baseline: Sequence[str], system: Sequence[str], refs: Sequence[
     return Comparison(name, base.score, result.score, result.p_value)
 
 
-def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str],
-                     metric: str, lang: str,
-                     n_samples: int = N_RESAMPLES) -> tuple[Comparison, Comparison]:
-    """BLEU and chrF of ``system`` against ``baseline`` (detokenized hypotheses of the same
-    test set, in the references' order), each with its paired-bootstrap p-value."""
+def _check(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str]) -> None:
     if not len(baseline) == len(system) == len(refs):
         raise ValueError(f"paired bootstrap needs one hypothesis per reference from each "
                          f"system: {len(baseline)} baseline, {len(system)} system, "
                          f"{len(refs)} references")
+
+
+def bleu_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str],
+                   metric: str, lang: str, n_samples: int = N_RESAMPLES) -> Comparison:
+    """BLEU of ``system`` against ``baseline`` (detokenized hypotheses of the same test set,
+    in the references' order), with its paired-bootstrap p-value."""
+    _check(baseline, system, refs)
     base_tok, refs_tok = bleu_inputs(baseline, refs, metric, lang)
     sys_tok, _ = bleu_inputs(system, refs, metric, lang)
-    return (_paired_test(base_tok, sys_tok, refs_tok, "BLEU", bleu_metric(metric), n_samples),
-            _paired_test(baseline, system, refs, "chrF", chrf_metric(metric), n_samples))
+    return _paired_test(base_tok, sys_tok, refs_tok, "BLEU", bleu_metric(metric), n_samples)
+
+
+def chrf_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str],
+                   metric: str, n_samples: int = N_RESAMPLES) -> Comparison:
+    _check(baseline, system, refs)
+    return _paired_test(baseline, system, refs, "chrF", chrf_metric(metric), n_samples)
+
+
+def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str],
+                     metric: str, lang: str,
+                     n_samples: int = N_RESAMPLES) -> tuple[Comparison, Comparison]:
+    """:func:`bleu_bootstrap` and :func:`chrf_bootstrap`."""
+    return (bleu_bootstrap(baseline, system, refs, metric, lang, n_samples),
+            chrf_bootstrap(baseline, system, refs, metric, n_samples))
