@@ -15,9 +15,26 @@
 #   DEMO_UPDATES    training updates (default 1000)
 #   DEMO_REBUILD=1  re-create the corpus and binarized data even if they are up to date
 #
-# Outputs: $DEMO_DIR/{raw,tok,bpe,bin} (data, shared by all encodings) and
-# $DEMO_DIR/checkpoints/$ENCODING/ (checkpoints, train.log, generate.log, hyp.detok.de,
-# bleu.json). A rerun retrains the given encoding from scratch.
+# Steps: environment, toy corpus (with a test_long split of sentences longer than any
+# training sentence), tokenize, BPE, binarize, train, translate test and test_long (beam
+# 10), score (sacreBLEU, posenc-score: BLEU, chrF and BLEU/chrF by source length),
+# inspect the trained position terms (posenc-inspect).
+#
+# Outputs: $DEMO_DIR/{raw,tok,bpe,bin} (data, shared by all encodings; bin holds the
+# subsets train, valid, test and test1 = test_long) and $DEMO_DIR/checkpoints/$ENCODING/:
+#   checkpoint_best.pt, checkpoint_last.pt, train.log
+#   generate.log, hyp.detok.de            test (300 sentences, lengths as in training)
+#   generate_long.log, hyp_long.detok.de  test_long (200 sentences of 40-60 words)
+#   bleu.json                             sacreBLEU's JSON for test
+#   score/scores.json                     posenc-score on test: BLEU and chrF
+#   score_long/scores.json                posenc-score on test_long: BLEU and chrF
+#   score_by_length/{buckets.md,buckets.png,scores.json}
+#                                         BLEU / chrF by source length (AT5's bins) on
+#                                         test + test_long together: the drop beyond the
+#                                         training length
+#   inspect/index.html (+ PNGs), inspect.log   posenc-inspect's pictures of the model
+#   score.log                             posenc-score's terminal output
+# A rerun retrains the given encoding from scratch.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,7 +52,7 @@ DEMO_DIR="$(cd "$DEMO_DIR" && pwd)"
 UPDATES="${DEMO_UPDATES:-1000}"
 ARCH_ARGS=(--user-dir "$ROOT/fairseq_posenc" --arch "transformer_tiny_$ENCODING")
 
-N_STEPS=7
+N_STEPS=9
 step() { echo "[demo] step $1/$N_STEPS: $2"; }
 die() { echo "[demo] ERROR: $*" >&2; exit 1; }
 
@@ -47,7 +64,8 @@ else
   POSENC_VENV="$VENV" bash "$ROOT/scripts/setup_env.sh"
 fi
 BIN_DIR="$VENV/bin"
-for tool in python sacremoses subword-nmt fairseq-preprocess fairseq-train fairseq-generate sacrebleu; do
+for tool in python sacremoses subword-nmt fairseq-preprocess fairseq-train fairseq-generate sacrebleu \
+    posenc-score posenc-inspect; do
   [ -x "$BIN_DIR/$tool" ] || die "$BIN_DIR/$tool not found (run scripts/setup_env.sh or set POSENC_VENV)"
 done
 export PATH="$BIN_DIR:$PATH"
@@ -57,9 +75,16 @@ export PYTHONUNBUFFERED=1
 
 RAW="$DEMO_DIR/raw" TOK="$DEMO_DIR/tok" BPE="$DEMO_DIR/bpe" DATA_BIN="$DEMO_DIR/bin"
 BPE_MERGES=2000
-CORPUS_ARGS=(--seed 1 --train 20000 --valid 300 --test 300)
+# Training sentences have at most 30 English words (make_toy_corpus.py's --max-len);
+# test_long has 40-60, i.e. more than 40 Moses tokens: beyond AT5's (20, 40] bin, which
+# holds the longest training sentences (at most 33 tokens).
+LONG_MIN=40 LONG_MAX=60
+CORPUS_ARGS=(--seed 1 --train 20000 --valid 300 --test 300
+             --test-long 200 --long-min-len "$LONG_MIN" --long-max-len "$LONG_MAX")
+SPLITS=(train valid test test_long)
 # Data is shared by all encodings; it is rebuilt when the recipe changes (or DEMO_REBUILD=1).
-STAMP="$( (cat "$ROOT/scripts/make_toy_corpus.py"; echo "${CORPUS_ARGS[*]} bpe=$BPE_MERGES") \
+STAMP="$( (cat "$ROOT/scripts/make_toy_corpus.py"
+           echo "${CORPUS_ARGS[*]} bpe=$BPE_MERGES splits=${SPLITS[*]} testpref=test,test_long") \
   | sha256sum | cut -c1-16)"
 if [ "${DEMO_REBUILD:-0}" != 1 ] && [ -f "$DATA_BIN/.demo-stamp" ] \
     && [ "$(cat "$DATA_BIN/.demo-stamp")" = "$STAMP" ]; then
@@ -75,7 +100,7 @@ else
   python "$ROOT/scripts/make_toy_corpus.py" --out "$RAW" "${CORPUS_ARGS[@]}"
 
   step 3 "tokenize with sacremoses -> $TOK"
-  for split in train valid test; do
+  for split in "${SPLITS[@]}"; do
     for lang in en de; do
       sacremoses -q -l "$lang" -j 2 tokenize -x < "$RAW/$split.$lang" > "$TOK/$split.$lang"
     done
@@ -87,16 +112,16 @@ else
     2> "$BPE/learn.log" || { tail -n 20 "$BPE/learn.log" >&2; die "BPE learning failed"; }
   # The toy vocabulary is small: subword-nmt stops early once no pair occurs twice.
   echo "[demo]   learned $(grep -vc '^#' "$BPE/codes") merges"
-  for split in train valid test; do
+  for split in "${SPLITS[@]}"; do
     for lang in en de; do
       subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$lang" \
         --vocabulary-threshold 1 < "$TOK/$split.$lang" > "$BPE/$split.$lang"
     done
   done
 
-  step 5 "binarize with fairseq-preprocess -> $DATA_BIN"
+  step 5 "binarize with fairseq-preprocess -> $DATA_BIN (subsets train, valid, test, test1 = test_long)"
   fairseq-preprocess --source-lang en --target-lang de \
-    --trainpref "$BPE/train" --validpref "$BPE/valid" --testpref "$BPE/test" \
+    --trainpref "$BPE/train" --validpref "$BPE/valid" --testpref "$BPE/test,$BPE/test_long" \
     --destdir "$DATA_BIN" --joined-dictionary --workers 2 > "$DEMO_DIR/preprocess.log" 2>&1 \
     || { tail -n 20 "$DEMO_DIR/preprocess.log" >&2; die "fairseq-preprocess failed"; }
   echo "$STAMP" > "$DATA_BIN/.demo-stamp"
@@ -121,30 +146,89 @@ fi
 [ -f "$SAVE_DIR/checkpoint_best.pt" ] || die "no $SAVE_DIR/checkpoint_best.pt after training"
 train_secs=$((SECONDS - train_start))
 
-step 7 "translate the test set (beam 10) and score with sacreBLEU"
-GEN_LOG="$SAVE_DIR/generate.log"
-fairseq-generate "$DATA_BIN" --user-dir "$ROOT/fairseq_posenc" \
-  --path "$SAVE_DIR/checkpoint_best.pt" --beam 10 --lenpen 0.6 --remove-bpe \
-  --required-batch-size-multiple 1 --batch-size 64 --gen-subset test > "$GEN_LOG" 2>&1 \
-  || { tail -n 20 "$GEN_LOG" >&2; die "fairseq-generate failed (see $GEN_LOG)"; }
-# H-<id>\t<score>\t<hypothesis>, in batch order: sort by id, keep the text.
-{ grep -E $'^H-[0-9]+\t' "$GEN_LOG" || true; } > "$SAVE_DIR/hyp.lines"
-sed 's/^H-//' "$SAVE_DIR/hyp.lines" | sort -t $'\t' -k1,1n | cut -f3 > "$SAVE_DIR/hyp.tok.de"
+step 7 "translate test and test_long (beam 10) -> $SAVE_DIR/hyp{,_long}.detok.de"
+# translate SUBSET RAW_NAME OUT_NAME: fairseq-generate on the binarized SUBSET; writes
+# $SAVE_DIR/OUT_NAME.{tok,detok}.de (one line per sentence of raw/RAW_NAME.de, in order)
+# and logs to $SAVE_DIR/generate${OUT_NAME#hyp}.log.
+translate() {
+  local subset="$1" name="$2" out="$SAVE_DIR/$3" log="$SAVE_DIR/generate${3#hyp}.log"
+  local start=$SECONDS
+  fairseq-generate "$DATA_BIN" --user-dir "$ROOT/fairseq_posenc" \
+    --path "$SAVE_DIR/checkpoint_best.pt" --beam 10 --lenpen 0.6 --remove-bpe \
+    --required-batch-size-multiple 1 --batch-size 64 --gen-subset "$subset" > "$log" 2>&1 \
+    || { tail -n 20 "$log" >&2; die "fairseq-generate failed on $name (see $log)"; }
+  # H-<id>\t<score>\t<hypothesis>, in batch order: sort by id, keep the text.
+  { grep -E $'^H-[0-9]+\t' "$log" || true; } > "$out.lines"
+  sed 's/^H-//' "$out.lines" | sort -t $'\t' -k1,1n | cut -f3 > "$out.tok.de"
+  local n_ref n_hyp n_ids
+  n_ref=$(wc -l < "$RAW/$name.de")
+  n_hyp=$(wc -l < "$out.tok.de")
+  n_ids=$(cut -f1 "$out.lines" | sort -u | wc -l)
+  rm -f "$out.lines"
+  [ "$n_hyp" -eq "$n_ref" ] && [ "$n_ids" -eq "$n_ref" ] \
+    || die "fairseq-generate produced $n_hyp hypotheses ($n_ids distinct ids) for $n_ref $name sentences"
+  sacremoses -q -l de -j 2 detokenize -x < "$out.tok.de" > "$out.detok.de"
+  echo "[demo]   $name: $n_ref sentences translated in $((SECONDS - start))s (log: $log)"
+}
+translate test test hyp
+translate test1 test_long hyp_long
 n_ref=$(wc -l < "$RAW/test.de")
-n_hyp=$(wc -l < "$SAVE_DIR/hyp.tok.de")
-n_ids=$(cut -f1 "$SAVE_DIR/hyp.lines" | sort -u | wc -l)
-rm -f "$SAVE_DIR/hyp.lines"
-[ "$n_hyp" -eq "$n_ref" ] && [ "$n_ids" -eq "$n_ref" ] \
-  || die "fairseq-generate produced $n_hyp hypotheses ($n_ids distinct ids) for $n_ref test sentences"
-sacremoses -q -l de -j 2 detokenize -x < "$SAVE_DIR/hyp.tok.de" > "$SAVE_DIR/hyp.detok.de"
+n_long=$(wc -l < "$RAW/test_long.de")
+
+step 8 "score with sacreBLEU and posenc-score (log: $SAVE_DIR/score.log)"
 sacrebleu "$RAW/test.de" -i "$SAVE_DIR/hyp.detok.de" -m bleu -w 2 > "$SAVE_DIR/bleu.json"
 cat "$SAVE_DIR/bleu.json"
 read -r BLEU SIGNATURE < <(python -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["score"], d["signature"])' "$SAVE_DIR/bleu.json")
+SCORE_LOG="$SAVE_DIR/score.log"
+: > "$SCORE_LOG"
+posenc_score() {
+  posenc-score "$@" >> "$SCORE_LOG" 2>&1 \
+    || { tail -n 20 "$SCORE_LOG" >&2; die "posenc-score failed (see $SCORE_LOG)"; }
+}
+# BLEU and chrF of each split (the same sacreBLEU metrics as bleu.json).
+posenc_score --ref "$RAW/test.de" --hyp "$ENCODING=$SAVE_DIR/hyp.detok.de" --out "$SAVE_DIR/score"
+posenc_score --ref "$RAW/test_long.de" --hyp "$ENCODING=$SAVE_DIR/hyp_long.detok.de" \
+  --out "$SAVE_DIR/score_long"
+# One table by source length over both splits: test fills the bins up to (20, 40] (the
+# training lengths), test_long the bins beyond, so the drop past the training length is
+# one row read left to right.
+BY_LEN="$SAVE_DIR/score_by_length"
+mkdir -p "$BY_LEN"
+cat "$RAW/test.en" "$RAW/test_long.en" > "$BY_LEN/test+test_long.en"
+cat "$RAW/test.de" "$RAW/test_long.de" > "$BY_LEN/test+test_long.de"
+cat "$SAVE_DIR/hyp.detok.de" "$SAVE_DIR/hyp_long.detok.de" > "$BY_LEN/hyp.detok.de"
+posenc_score --ref "$BY_LEN/test+test_long.de" --src "$BY_LEN/test+test_long.en" \
+  --hyp "$ENCODING=$BY_LEN/hyp.detok.de" --out "$BY_LEN" \
+  --title "$ENCODING on the toy corpus: test (training lengths) + test_long ($LONG_MIN-$LONG_MAX words)"
+read -r CHRF LONG_BLEU LONG_CHRF < <(python -c '
+import json, sys
+enc, test, long = sys.argv[1:]
+t, l = (json.load(open(f))["systems"][enc] for f in (test, long))
+print(t["chrf"], l["bleu"], l["chrf"])' "$ENCODING" "$SAVE_DIR/score/scores.json" "$SAVE_DIR/score_long/scores.json")
+echo "[demo]   BLEU / chrF by source length in Moses tokens (training sentences: at most 33):"
+sed 's/^/[demo]   /' "$BY_LEN/buckets.md"
+
+step 9 "inspect the trained position terms with posenc-inspect -> $SAVE_DIR/inspect (log: $SAVE_DIR/inspect.log)"
+# One test sentence of moderate length (the first with 10 or more words) for the pictures
+# that need a sentence.
+INSPECT_SENTENCE="$(awk 'NF >= 10 { print; exit }' "$RAW/test.en")"
+[ -n "$INSPECT_SENTENCE" ] || INSPECT_SENTENCE="$(head -n 1 "$RAW/test.en")"
+echo "[demo]   sentence: $INSPECT_SENTENCE"
+posenc-inspect "$SAVE_DIR/checkpoint_best.pt" --out "$SAVE_DIR/inspect" --data "$DATA_BIN" \
+  --source-lang en --bpe-codes "$BPE/codes" --bpe-vocab "$BPE/vocab.en" \
+  --sentence "$INSPECT_SENTENCE" \
+  > "$SAVE_DIR/inspect.log" 2>&1 \
+  || { tail -n 20 "$SAVE_DIR/inspect.log" >&2; die "posenc-inspect failed (see $SAVE_DIR/inspect.log)"; }
+[ -f "$SAVE_DIR/inspect/index.html" ] || die "posenc-inspect wrote no $SAVE_DIR/inspect/index.html"
 
 echo "[demo] ==================== summary ===================="
 echo "[demo] encoding:   $ENCODING (--arch transformer_tiny_$ENCODING)"
 echo "[demo] updates:    $UPDATES, training took ${train_secs}s, total ${SECONDS}s"
 echo "[demo] test BLEU:  $BLEU  ($n_ref sentences, detokenized, vs raw $RAW/test.de)"
 echo "[demo] signature:  $SIGNATURE"
+echo "[demo] test chrF:  $CHRF  (posenc-score: $SAVE_DIR/score/scores.json)"
+echo "[demo] long BLEU:  $LONG_BLEU, chrF $LONG_CHRF  ($n_long sentences of $LONG_MIN-$LONG_MAX words, longer than any training sentence; $SAVE_DIR/score_long/scores.json)"
+echo "[demo] by length:  $BY_LEN/buckets.md, $BY_LEN/buckets.png (BLEU / chrF per source-length bin, test + test_long)"
+echo "[demo] inspect:    $SAVE_DIR/inspect/index.html"
 echo "[demo] outputs:    $SAVE_DIR (checkpoint_best.pt, train.log, generate.log, hyp.detok.de, bleu.json)"
 echo "[demo] note: synthetic toy corpus; this BLEU is a sanity check, not comparable to WMT"

@@ -13,7 +13,28 @@ The output is deterministic given --seed. Valid and test sentences never occur i
 (nor in each other). It is a sanity check, not real data: BLEU on it is not comparable
 to WMT numbers.
 
+Length extrapolation (``--test-long N``): a fourth split, ``test_long.{en,de}``, of N
+sentences *longer than any training sentence* (``--long-min-len``..``--long-max-len``
+English words; the other splits keep ``--min-len``..``--max-len``). A model trained on
+sentences of at most 30 words is evaluated on longer ones, at positions and distances it
+never saw in training: this is where relative encodings (which only see ``j - i``, often
+clipped) and absolute ones (which see ``i`` and ``j``) part ways. A long sentence is
+declarative sentences of the same grammar, extended until it reaches its drawn length by
+
+* coordination: ``..., and <sentence>`` / ``..., und <Satz>``; the German conjunct keeps
+  its own word order ("und" takes no position: ``, und gestern hat der Hund ...``), and
+  the comma, optional in German between main clauses, is always written in both languages;
+* subordination: ``... because <clause>`` / ``..., weil <Nebensatz>`` (also "while",
+  "although"), the verb-final subordinate clause of the short sentences.
+
+So every German rule above holds in each part, and the English words, the constructions
+inside each part and their translations are those of the training data; only the length
+and the chaining are new. The long split has its own random stream (derived from --seed),
+so train/valid/test are the same with or without it, and byte-identical to those of
+earlier versions of this script for the same arguments.
+
     python scripts/make_toy_corpus.py --out data/demo/raw --train 20000
+    python scripts/make_toy_corpus.py --out data/demo/raw --test-long 200 --long-min-len 40
 """
 from __future__ import annotations
 
@@ -22,6 +43,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 # (English singular, English plural, German singular, German plural, gender)
 NOUNS = [
@@ -191,10 +213,12 @@ def make_clause(rng: random.Random, depth: int = 0, past: bool | None = None) ->
     return c
 
 
-def make_pair(rng: random.Random) -> tuple[str, str]:
-    """One (English, German) sentence pair from a random template."""
-    template = rng.choices(["plain", "adverbial", "sub_after", "sub_before", "question"],
-                           [4, 2, 2, 1, 1])[0]
+TEMPLATES = ["plain", "adverbial", "sub_after", "sub_before", "question"]
+TEMPLATE_WEIGHTS = [4, 2, 2, 1, 1]
+
+
+def sentence(rng: random.Random, template: str) -> tuple[list[str], list[str], str]:
+    """English and German words of one sentence of ``template``, and its end mark."""
     end = "."
     if template == "adverbial":
         en_adv, de_adv, tense = rng.choice(ADVERBIALS)
@@ -203,8 +227,7 @@ def make_pair(rng: random.Random) -> tuple[str, str]:
     elif template in ("sub_after", "sub_before"):
         (en_conj, de_conj), main, sub = rng.choice(CONJS), make_clause(rng, 1), make_clause(rng, 1)
         if template == "sub_after":
-            en = main.english() + [en_conj] + sub.english()
-            de = main.german("main") + [",", de_conj] + sub.german("sub")
+            en, de = subordinate(main.english(), main.german("main"), (en_conj, de_conj), sub)
         else:
             en = [en_conj] + sub.english() + [","] + main.english()
             de = [de_conj] + sub.german("sub") + [","] + main.german("inv")
@@ -214,22 +237,69 @@ def make_pair(rng: random.Random) -> tuple[str, str]:
     else:
         c = make_clause(rng)
         en, de = c.english(), c.german("main")
-
-    def finish(words: list[str]) -> str:
-        text = " ".join(words).replace(" ,", ",") + end
-        return text[0].upper() + text[1:]
-
-    return finish(en), finish(de)
+    return en, de, end
 
 
-def generate(rng: random.Random, n: int, seen: set[str],
-             min_len: int, max_len: int) -> list[tuple[str, str]]:
-    """``n`` new pairs with ``min_len``..``max_len`` English words, English side not in ``seen``."""
+def subordinate(en: list[str], de: list[str], conj: tuple[str, str],
+                sub: Clause) -> tuple[list[str], list[str]]:
+    """``en`` + "because <clause>", ``de`` + ", weil <verb-final clause>" (or another
+    conjunction of CONJS)."""
+    return en + [conj[0]] + sub.english(), de + [",", conj[1]] + sub.german("sub")
+
+
+def coordinate(en: list[str], de: list[str], en2: list[str],
+               de2: list[str]) -> tuple[list[str], list[str]]:
+    """Two declarative sentences as one: "..., and ..." / "..., und ...". German "und"
+    takes no position in the clause, so the second sentence keeps its own word order."""
+    return en + [",", "and"] + en2, de + [",", "und"] + de2
+
+
+def finish(words: list[str], end: str) -> str:
+    """Words -> sentence text: commas attached, end mark, first letter capitalized."""
+    text = " ".join(words).replace(" ,", ",") + end
+    return text[0].upper() + text[1:]
+
+
+def n_words(words: list[str]) -> int:
+    """English words of :func:`finish`'s text (commas are attached to the word before)."""
+    return sum(len(w.split()) for w in words if w != ",")
+
+
+def make_pair(rng: random.Random) -> tuple[str, str]:
+    """One (English, German) sentence pair from a random template."""
+    en, de, end = sentence(rng, rng.choices(TEMPLATES, TEMPLATE_WEIGHTS)[0])
+    return finish(en, end), finish(de, end)
+
+
+def make_long_pair(rng: random.Random, min_len: int, max_len: int) -> tuple[str, str]:
+    """One pair of ``min_len``..``max_len`` English words: a declarative sentence extended
+    by coordinated sentences and subordinate clauses until it has a drawn number of words
+    (or up to 4 more, so that the lengths spread evenly over the range)."""
+    target = rng.randint(min_len, max_len)
+    statements, weights = TEMPLATES[:4], TEMPLATE_WEIGHTS[:4]  # no questions inside
+    for _ in range(1000):
+        en, de, _ = sentence(rng, rng.choices(statements, weights)[0])
+        while n_words(en) < target:
+            if rng.random() < 0.6:
+                en2, de2, _ = sentence(rng, rng.choices(statements, weights)[0])
+                en, de = coordinate(en, de, en2, de2)
+            else:
+                en, de = subordinate(en, de, rng.choice(CONJS), make_clause(rng, 1))
+        if n_words(en) <= min(max_len, target + 4):
+            return finish(en, "."), finish(de, ".")
+    raise RuntimeError(f"could not build a sentence of {target} words")
+
+
+def generate(rng: random.Random, n: int, seen: set[str], min_len: int, max_len: int,
+             make: Callable[[random.Random], tuple[str, str]] = make_pair
+             ) -> list[tuple[str, str]]:
+    """``n`` new pairs from ``make`` with ``min_len``..``max_len`` English words, English
+    side not in ``seen``."""
     pairs: list[tuple[str, str]] = []
     for _ in range(200 * n + 1000):
         if len(pairs) == n:
             return pairs
-        en, de = make_pair(rng)
+        en, de = make(rng)
         if min_len <= len(en.split()) <= max_len and en not in seen:
             seen.add(en)
             pairs.append((en, de))
@@ -252,7 +322,23 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=300, help="test sentence pairs")
     ap.add_argument("--min-len", type=int, default=4, help="min English words per sentence")
     ap.add_argument("--max-len", type=int, default=30, help="max English words per sentence")
+    ap.add_argument("--test-long", type=int, default=0, metavar="N",
+                    help="also write test_long.{en,de}: N pairs longer than any training "
+                         "sentence, for length extrapolation (default 0: none)")
+    ap.add_argument("--long-min-len", type=int, metavar="WORDS",
+                    help="min English words of a test_long sentence (default --max-len + 1; "
+                         "must exceed --max-len)")
+    ap.add_argument("--long-max-len", type=int, metavar="WORDS",
+                    help="max English words of a test_long sentence (default 2 * --max-len)")
     args = ap.parse_args()
+    long_min = args.max_len + 1 if args.long_min_len is None else args.long_min_len
+    long_max = 2 * args.max_len if args.long_max_len is None else args.long_max_len
+    if args.test_long:
+        if long_min <= args.max_len:
+            ap.error(f"--long-min-len {long_min} must exceed --max-len {args.max_len}: "
+                     "test_long is for sentences longer than any training sentence")
+        if long_max < long_min:
+            ap.error(f"--long-max-len {long_max} is below --long-min-len {long_min}")
 
     rng, seen = random.Random(args.seed), set()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -262,6 +348,15 @@ def main() -> None:
         write_atomic(args.out / f"{split}.en", [en for en, _ in pairs])
         write_atomic(args.out / f"{split}.de", [de for _, de in pairs])
         print(f"{split}: {len(pairs)} sentence pairs -> {args.out}/{split}.{{en,de}}")
+    if args.test_long:
+        # A stream of its own, so the splits above do not depend on --test-long.
+        long_rng = random.Random(f"test_long:{args.seed}")
+        pairs = generate(long_rng, args.test_long, seen, long_min, long_max,
+                         lambda r: make_long_pair(r, long_min, long_max))
+        write_atomic(args.out / "test_long.en", [en for en, _ in pairs])
+        write_atomic(args.out / "test_long.de", [de for _, de in pairs])
+        print(f"test_long: {len(pairs)} sentence pairs of {long_min}-{long_max} words "
+              f"-> {args.out}/test_long.{{en,de}}")
 
 
 if __name__ == "__main__":

@@ -119,6 +119,11 @@ def placeholder(size: int, extra: tuple[str, ...] = ()) -> Dictionary:
 def language_pair(args: argparse.Namespace, data: Path) -> tuple[str, str]:
     src, tgt = getattr(args, "source_lang", None), getattr(args, "target_lang", None)
     found = sorted(p.name[len("dict."):-len(".txt")] for p in data.glob("dict.*.txt"))
+    if src is None and tgt is None:
+        # trained without --source-lang: fairseq-train read the pair from the file names
+        from fairseq.data.data_utils import infer_language_pair
+
+        src, tgt = infer_language_pair(str(data))
     if src is None and tgt is None and len(found) == 2:
         raise fail(f"the checkpoint does not record its languages and {data} has "
                    f"dictionaries for {found}; pass --source-lang.")
