@@ -1,6 +1,6 @@
-"""Offline tests of the WMT data preparation (examples/wmt/prepare.py).
+"""Offline tests of the WMT data preparation (fairseq_posenc.wmt, examples/wmt/prepare.py).
 
-Small fake archives with the real layout (examples/wmt/fake_archives.py) are served from a
+Small fake archives with the real layout (fairseq_posenc/wmt/fake_archives.py) are served from a
 loopback HTTP server (or a local directory); the whole preparation runs on them, through
 sacreBLEU's own download/md5/SGML code and fairseq-preprocess, with injected faults: a
 transfer cut half-way (resumed with Range), corrupt and truncated archives (detected and
@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "examples" / "wmt"))
-
-import fake_archives  # noqa: E402
-import prepare  # noqa: E402
+from fairseq_posenc.wmt import catalog, cli, common, download, fake_archives
+from fairseq_posenc.wmt import czeng as wmt_czeng, text as wmt_text  # names of locals here
 
 EUROPARL = "www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"
 COMMONCRAWL = "www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"
@@ -52,10 +49,10 @@ def mirror(tmp_path_factory) -> Path:
 
 
 def run(argv) -> tuple[int, str]:
-    """prepare.main in-process; returns (exit code, its log)."""
+    """cli.main in-process; returns (exit code, its log)."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = prepare.main([str(a) for a in argv])
+        code = cli.main([str(a) for a in argv])
     return code, err.getvalue()
 
 
@@ -150,7 +147,7 @@ def test_interrupted_transfer_resumes_with_range(de18):
     archive = de18["dest"] / "downloads" / Path(EUROPARL).name
     assert archive.read_bytes() == (de18["mirror"] / EUROPARL).read_bytes()
     sidecar = archive.with_name(archive.name + ".sha256").read_text().split()[0]
-    assert sidecar == prepare.sha256_file(archive)
+    assert sidecar == common.sha256_file(archive)
     assert not list((de18["dest"] / "downloads").glob("*.part"))
 
 
@@ -202,11 +199,11 @@ def test_detokenize_and_encode(de18):
 
     bpe_dir = de18["dest"] / "bpe"
     text = 'Das „neue“ E-Mail-System kostet 3,5 Prozent mehr.'
-    encoded = prepare.encode([text], "de", bpe_dir)[0]
-    assert "@@" in encoded and f"{prepare.JOINER}-" in encoded  # hyphens split off (-a)
-    decoded = prepare.detokenize([post_process(encoded, "subword_nmt")], "de", "subword-nmt")[0]
+    encoded = wmt_text.encode([text], "de", bpe_dir)[0]
+    assert "@@" in encoded and f"{wmt_text.JOINER}-" in encoded  # hyphens split off (-a)
+    decoded = wmt_text.detokenize([post_process(encoded, "subword_nmt")], "de", "subword-nmt")[0]
     assert decoded == text  # the raw text, quotes included
-    assert prepare.detokenize(["Ein Test ."], "de", "sentencepiece") == ["Ein Test ."]
+    assert wmt_text.detokenize(["Ein Test ."], "de", "sentencepiece") == ["Ein Test ."]
 
 
 # --------------------------------------------------------------------------------------
@@ -260,8 +257,8 @@ def test_czeng_1_6_as_tensor2tensor_reads_it(mirror, tmp_path):
 
 def test_czeng_needs_the_plaintext_training_files(tmp_path, capsys):
     (tmp_path / "czeng" / "other").mkdir(parents=True)
-    with pytest.raises(prepare.PrepareError, match="data.plaintext-format/..train.gz"):
-        list(prepare.iter_czeng(tmp_path / "czeng", set()))
+    with pytest.raises(common.PrepareError, match="data.plaintext-format/..train.gz"):
+        list(wmt_czeng.iter_czeng(tmp_path / "czeng", set()))
 
 
 def test_sentencepiece_from_directory_mirror(mirror, tmp_path):
@@ -350,7 +347,7 @@ def test_without_mirror_uses_files_put_there_by_hand(mirror, tmp_path):
     assert log.count("found without a checksum; verifying it") == 3
     for rel in (EUROPARL, COMMONCRAWL, NC_V10):
         sidecar = downloads / (Path(rel).name + ".sha256")
-        assert sidecar.read_text().split()[0] == prepare.sha256_file(mirror / rel)
+        assert sidecar.read_text().split()[0] == common.sha256_file(mirror / rel)
     assert count(tmp_path / "d" / "refs" / "newstest2015.de") > 0
 
 
@@ -399,28 +396,28 @@ def test_mirror_checksum_mismatch_is_reported(mirror, tmp_path):
 
 def test_command_line_checks(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        prepare.main(["wmt18_en_de", "--dest", str(tmp_path), "--czeng", str(tmp_path)])
+        cli.main(["wmt18_en_de", "--dest", str(tmp_path), "--czeng", str(tmp_path)])
     assert "--czeng is for wmt18_en_cs" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        prepare.main(["wmt15_en_de", "--dest", str(tmp_path), "--paracrawl"])
-    assert prepare.main(["--list"]) == 0
+        cli.main(["wmt15_en_de", "--dest", str(tmp_path), "--paracrawl"])
+    assert cli.main(["--list"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in prepare.DATASETS)
+    assert all(name in out for name in catalog.DATASETS)
 
 
 # --- pinned sizes and hashes of the published archives ----------------------------------
 
 
 def test_every_training_archive_has_a_pinned_size_and_hash():
-    urls = {url for corpus in prepare.CORPORA.values() for url, _ in corpus.files.values()
+    urls = {url for corpus in catalog.CORPORA.values() for url, _ in corpus.files.values()
             if url.startswith("http")}
-    assert urls <= set(prepare.PUBLISHED_ARCHIVES)
+    assert urls <= set(catalog.PUBLISHED_ARCHIVES)
     for url in urls:
-        known = prepare.PUBLISHED_ARCHIVES[url]
+        known = catalog.PUBLISHED_ARCHIVES[url]
         assert known.size > 0 and (known.sha256 or known.sha1), url
-    assert prepare.PUBLISHED_ARCHIVES[prepare.COMMONCRAWL].size == 918_311_367
-    assert prepare.PUBLISHED_ARCHIVES[prepare.NC_V12].size == 168_591_139
-    assert prepare.PUBLISHED_ARCHIVES[prepare.NC_V13].size == 113_157_482
+    assert catalog.PUBLISHED_ARCHIVES[catalog.COMMONCRAWL].size == 918_311_367
+    assert catalog.PUBLISHED_ARCHIVES[catalog.NC_V12].size == 168_591_139
+    assert catalog.PUBLISHED_ARCHIVES[catalog.NC_V13].size == 113_157_482
 
 
 @pytest.mark.parametrize("change", ["size", "content"])
@@ -431,27 +428,27 @@ def test_an_archive_that_differs_from_the_published_one_fails_clearly(mirror, tm
     data = (mirror / NC_V10).read_bytes()
     with fake_archives.MirrorServer(mirror) as srv:
         url = f"{srv.url}/{NC_V10}"
-        good = prepare.PublishedArchive(size=len(data),
-                                        sha256=prepare.hashlib.sha256(data).hexdigest())
-        bad = (prepare.PublishedArchive(size=len(data) + 1, sha256=good.sha256)
+        good = catalog.PublishedArchive(size=len(data),
+                                        sha256=hashlib.sha256(data).hexdigest())
+        bad = (catalog.PublishedArchive(size=len(data) + 1, sha256=good.sha256)
                if change == "size" else
-               prepare.PublishedArchive(size=len(data), sha1="0" * 40))
-        downloader = prepare.Downloader(tmp_path / "bad", published={url: bad},
-                                        retry_wait=0)
-        with pytest.raises(prepare.PrepareError) as error:
+               catalog.PublishedArchive(size=len(data), sha1="0" * 40))
+        downloader = download.Downloader(tmp_path / "bad", published={url: bad},
+                                         retry_wait=0)
+        with pytest.raises(common.PrepareError) as error:
             downloader.fetch(url)
         message = str(error.value)
         assert ("bytes" if change == "size" else "sha1") in message
         assert "published" in message and "--ignore-published-checksums" in message
-        path, _ = prepare.Downloader(tmp_path / "good", published={url: good}).fetch(url)
+        path, _ = download.Downloader(tmp_path / "good", published={url: good}).fetch(url)
         assert path.read_bytes() == data
 
 
 def test_wmt17_takes_rapid_2016_from_wmt17():
-    url, member = prepare.CORPORA["rapid_2016"].files["de-en"]
+    url, member = catalog.CORPORA["rapid_2016"].files["de-en"]
     assert url == "http://data.statmt.org/wmt17/translation-task/rapid2016.tgz"
     assert member == "rapid2016.de-en"
-    assert "rapid_2016" in prepare.DATASETS["wmt17_en_de"].corpora
+    assert "rapid_2016" in catalog.DATASETS["wmt17_en_de"].corpora
 
 
 # --- the target side comes back to the raw references it is scored against ---------------
@@ -478,23 +475,23 @@ def round_trip_bleu(hyps, refs):
 @pytest.mark.parametrize("lang", sorted(RAW_REFERENCES))
 def test_target_side_round_trip_subword_nmt(lang, tmp_path):
     """Raw references through the preparation's processing and BPE, then back as
-    fairseq-generate --remove-bpe and prepare.detokenize give them: >= 99 BLEU (here: the
+    fairseq-generate --remove-bpe and wmt_text.detokenize give them: >= 99 BLEU (here: the
     same strings)."""
     from subword_nmt.apply_bpe import BPE
 
     refs = RAW_REFERENCES[lang]
-    tokens = prepare.moses_process_lines(refs, lang)
+    tokens = wmt_text.moses_process_lines(refs, lang)
     corpus = tmp_path / "tok.txt"
     corpus.write_text("\n".join(tokens * 3) + "\n", encoding="utf-8")
     codes, vocab = tmp_path / "codes", tmp_path / "vocab"
-    prepare.learn_subword_nmt([corpus], codes, [vocab], 40, 1)
+    wmt_text.learn_subword_nmt([corpus], codes, [vocab], 40, 1)
     with open(codes, encoding="utf-8") as c:
         bpe = BPE(c)
     encoded = [bpe.process_line(t) for t in tokens]
     assert any("@@ " in line for line in encoded)  # BPE did split words
     removed = [(line + " ").replace("@@ ", "").rstrip() for line in encoded]  # --remove-bpe
-    back = prepare.detokenize(removed, lang, "subword-nmt",
-                              prepare.TOKENIZER)
+    back = wmt_text.detokenize(removed, lang, "subword-nmt",
+                               wmt_text.TOKENIZER)
     assert round_trip_bleu(back, refs) >= 99.0
     assert back == refs
 
@@ -504,17 +501,17 @@ def test_target_side_round_trip_sentencepiece(lang, tmp_path):
     from fairseq.data.data_utils import post_process
 
     refs = RAW_REFERENCES[lang]
-    text = prepare.moses_process_lines(refs, lang, tokenize=False)
+    text = wmt_text.moses_process_lines(refs, lang, tokenize=False)
     corpus = tmp_path / "raw.txt"
     corpus.write_text("\n".join(text * 3) + "\n", encoding="utf-8")
     model = tmp_path / "spm.model"
-    prepare.train_sentencepiece([corpus], model, 80, "unigram", 1000, 1)
+    wmt_text.train_sentencepiece([corpus], model, 80, "unigram", 1000, 1)
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(model))
     pieces = [" ".join(p) for p in sp.encode(text, out_type=str)]
-    back = prepare.detokenize([post_process(p, "sentencepiece") for p in pieces], lang,
-                              "sentencepiece")
+    back = wmt_text.detokenize([post_process(p, "sentencepiece") for p in pieces], lang,
+                               "sentencepiece")
     assert round_trip_bleu(back, refs) >= 99.0
     assert back == refs
 
@@ -522,10 +519,10 @@ def test_target_side_round_trip_sentencepiece(lang, tmp_path):
 def test_each_dataset_cleans_as_its_paper(tmp_path):
     """AT5 keeps pairs of at most 120 tokens (and prints the paper's 5,850,267 beside ours);
     tensor2tensor's papers drop only pairs with an empty side; no paper filters by ratio."""
-    assert prepare.DATASETS["wmt17_en_de"].cleaning.max_len == 120
-    assert prepare.DATASETS["wmt17_en_de"].cleaning.paper_pairs == 5_850_267
+    assert catalog.DATASETS["wmt17_en_de"].cleaning.max_len == 120
+    assert catalog.DATASETS["wmt17_en_de"].cleaning.paper_pairs == 5_850_267
     for name in ("wmt15_en_de", "wmt18_en_de", "wmt18_en_cs"):
-        c = prepare.DATASETS[name].cleaning
+        c = catalog.DATASETS[name].cleaning
         assert (c.min_len, c.max_len, c.max_ratio) == (1, None, None), name
     pairs = [("a b", "x y"), ("", "x"), ("a", "x " * 121), ("a " * 120, "x"), ("a", "x y z w")]
     ins = [tmp_path / "in.en", tmp_path / "in.de"]
@@ -533,10 +530,10 @@ def test_each_dataset_cleans_as_its_paper(tmp_path):
         ins[i].write_text("\n".join(side) + "\n", encoding="utf-8")
     outs = (tmp_path / "out.en", tmp_path / "out.de")
     corpora = [("first", 2), ("second", 3)]
-    read, kept, per = prepare.clean_corpus(tuple(ins), outs, prepare.AT5_CLEANING, corpora)
+    read, kept, per = wmt_text.clean_corpus(tuple(ins), outs, catalog.AT5_CLEANING, corpora)
     assert (read, kept) == (5, 3)  # the empty side and the 121-token side go
     assert per == {"first": {"raw": 2, "kept": 1}, "second": {"raw": 3, "kept": 2}}
-    read, kept, _ = prepare.clean_corpus(tuple(ins), outs, prepare.TENSOR2TENSOR_CLEANING)
+    read, kept, _ = wmt_text.clean_corpus(tuple(ins), outs, catalog.TENSOR2TENSOR_CLEANING)
     assert kept == 4
 
 
@@ -547,7 +544,7 @@ def test_progress_bars_on_a_terminal_only():
             return True
 
     for stream, shown in ((io.StringIO(), False), (Terminal(), True)):
-        with prepare.progress(2048, "download x.tgz", unit="B", unit_scale=True,
+        with common.progress(2048, "download x.tgz", unit="B", unit_scale=True,
                               file=stream) as bar:
             bar.update(1024)
             bar.refresh()

@@ -45,9 +45,8 @@ from typing import Iterable, Optional, Sequence
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 USER_DIR = ROOT / "fairseq_posenc"
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE))  # recipes.py, beside this file
 
-import prepare  # noqa: E402  (examples/wmt/prepare.py)
 from recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row  # noqa: E402
 
 from fairseq_posenc.evaluation import (  # noqa: E402
@@ -56,6 +55,9 @@ from fairseq_posenc.evaluation.significance import (  # noqa: E402
     ALPHA, N_RESAMPLES, bleu_bootstrap)
 from fairseq_posenc.extrapolation import (  # noqa: E402
     Untranslatable, checkpoint_limits, source_sizes)
+from fairseq_posenc.wmt import cli as prepare  # noqa: E402  (examples/wmt/prepare.py)
+from fairseq_posenc.wmt.manifest import load_manifest  # noqa: E402
+from fairseq_posenc.wmt.text import detokenize  # noqa: E402
 
 
 # --- what to run -----------------------------------------------------------------------
@@ -295,7 +297,7 @@ def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
 def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
     checkpoints: dict[Path, Path] = {}
     for run in runs:
-        manifest = json.loads((data / run.column.dataset / "manifest.json").read_text())
+        manifest = load_manifest(data / run.column.dataset)
         tests = {t["testset"]: t["split"] for t in manifest["tests"]}
         if run.column.testset not in tests:
             raise SystemExit(f"{run.column.dataset} has no {run.column.testset} test split "
@@ -318,8 +320,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         src_path = refs_dir / f"{run.column.testset}.{run.column.src}"
         refs = read_lines(ref_path)
         hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs), skip.sentences)
-        detok = prepare.detokenize(hyps, run.column.tgt, manifest["bpe"],
-                                   manifest.get("tokenizer"))
+        detok = detokenize(hyps, run.column.tgt, manifest["bpe"], manifest.get("tokenizer"))
         detok = ["" if i in skip.sentences else h for i, h in enumerate(detok)]
         hyp_path = run.result_path(work).with_suffix(f".hyp.{run.column.tgt}")
         hyp_path.write_text("".join(h + "\n" for h in detok), encoding="utf-8")
@@ -517,7 +518,7 @@ def smoke(work: Path, papers: Sequence[str], bpe_size: int = 60) -> str:
     """Every step on CPU in minutes: fake archives with the real layout (served from
     a local directory), preparation, a tiny model per table cell trained for 2 updates,
     translation, scoring, tables. The BLEU is meaningless; the chain is what is tested."""
-    import fake_archives
+    from fairseq_posenc.wmt import fake_archives
 
     data = work / "data"
     mirror = fake_archives.build_fake_mirror(work / "mirror")

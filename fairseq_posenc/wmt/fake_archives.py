@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Small fake copies of the WMT archives, for offline tests and CI smoke runs.
 
 ``build_fake_mirror(root)`` writes, under ``root/<host>/<path>`` (the layout ``prepare.py
 --mirror`` reads, the one ``wget -x`` makes), one small archive for every URL that
-``prepare.py`` downloads -- the training corpora of SPEC.md ("Training corpora") and the
+the preparation (:mod:`fairseq_posenc.wmt`) downloads -- the training corpora of SPEC.md ("Training corpora") and the
 sacreBLEU test-set tarballs of wmt13, wmt14/full, wmt15, wmt16, wmt17, wmt18 -- with the real
 member names inside (``training/europarl-v7.de-en.de``, ``test/newstest2015-ende-src.en.sgm``
 in WMT's SGML, ...; the test-set member names are taken from sacreBLEU's own table, so they
@@ -16,8 +15,8 @@ tarballs to sacreBLEU in place of the real ones.
 
 Use::
 
-    python examples/wmt/fake_archives.py DIR            # build the mirror, print its path
-    python examples/wmt/fake_archives.py DIR --serve    # ... and serve it on 127.0.0.1
+    python -m fairseq_posenc.wmt.fake_archives DIR            # build the mirror, print its path
+    python -m fairseq_posenc.wmt.fake_archives DIR --serve    # ... and serve it on 127.0.0.1
     python examples/wmt/prepare.py wmt18_en_de --dest OUT --mirror DIR --bpe-size 50 \\
         --vocab-threshold 1
 
@@ -46,8 +45,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import prepare  # noqa: E402  (examples/wmt/prepare.py: URLs, corpora, mirror layout)
+from .catalog import CORPORA, CZENG17_FILTER, DATASETS
+from .download import mirror_relpath
 
 # --------------------------------------------------------------------------------------
 # Sentences
@@ -151,13 +150,13 @@ def lines_bytes(lines: Sequence[str]) -> bytes:
 def training_archives(n_train: int = 16, seed: int = 1) -> Dict[str, Dict[str, bytes]]:
     """mirror relpath -> {member: bytes} for every training-corpus URL of prepare.py."""
     archives: Dict[str, Dict[str, bytes]] = {}
-    for i, (name, corpus) in enumerate(sorted(prepare.CORPORA.items())):
+    for i, (name, corpus) in enumerate(sorted(CORPORA.items())):
         kind = {"europarl_v7": "europarl", "commoncrawl": "commoncrawl"}.get(name, "news")
         for pair, (url, prefix) in sorted(corpus.files.items()):
             other = pair.split("-")[0]
             rng = random.Random(f"{seed}-{name}-{pair}")
             pairs = sentences(rng, n_train) + quirky_pairs(kind)
-            members = archives.setdefault(prepare.mirror_relpath(url), {})
+            members = archives.setdefault(mirror_relpath(url), {})
             for lang in (other, "en"):
                 members[f"{prefix}.{lang}"] = lines_bytes([p[lang] for p in pairs])
             if name == "commoncrawl":
@@ -167,7 +166,7 @@ def training_archives(n_train: int = 16, seed: int = 1) -> Dict[str, Dict[str, b
         if name in ("europarl_v7", "commoncrawl"):
             url, prefix = corpus.files["de-en"]
             fr = prefix.replace("de-en", "fr-en")
-            members = archives[prepare.mirror_relpath(url)]
+            members = archives[mirror_relpath(url)]
             members[f"{fr}.fr"] = lines_bytes(["Bonjour ."] * (3 + i))
             members[f"{fr}.en"] = lines_bytes(["Hello ."] * (3 + i))
     return archives
@@ -206,7 +205,7 @@ def test_archives(seed: int = 1) -> Dict[str, Dict[str, bytes]]:
     sentences per test set serves all four directions, as in newstest2013-2018."""
     from sacrebleu.dataset import DATASETS as SB
 
-    names = sorted({e.sacrebleu for d in prepare.DATASETS.values() for e in (d.valid, *d.tests)})
+    names = sorted({e.sacrebleu for d in DATASETS.values() for e in (d.valid, *d.tests)})
     archives: Dict[str, Dict[str, bytes]] = {}
     for name in names:
         ds = SB[name]
@@ -224,7 +223,7 @@ def test_archives(seed: int = 1) -> Dict[str, Dict[str, bytes]]:
             members[src_path] = sgm("src", setid, src_lang, texts[src_lang], "en")
             members[ref_path] = sgm(kind_ref, setid, tgt_lang, texts[tgt_lang], "en")
         assert len(ds.data) == 1, name
-        archives[prepare.mirror_relpath(ds.data[0])] = members
+        archives[mirror_relpath(ds.data[0])] = members
     return archives
 
 
@@ -246,7 +245,7 @@ def build_fake_mirror(root: Path, n_train: int = 16, seed: int = 1) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for relpath, members in {**training_archives(n_train, seed), **test_archives(seed)}.items():
         write_tgz(root / relpath, members)
-    write_zip(root / prepare.mirror_relpath(prepare.CZENG17_FILTER), czeng_filter_archive())
+    write_zip(root / mirror_relpath(CZENG17_FILTER), czeng_filter_archive())
     write_checksums(root)
     return root
 

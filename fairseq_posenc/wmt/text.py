@@ -1,0 +1,330 @@
+"""Text processing of the preparation: sacremoses tokenization with joiner marks, cleaning,
+subword-nmt and SentencePiece, over a chunked pool of worker processes; and the inverse for
+the recipes (:func:`detokenize`), and the same encoding for new text (:func:`encode`).
+
+Decisions:
+
+* sacremoses ``MosesTokenizer(lang)`` with aggressive hyphen splitting (``-a``) and no XML
+  escaping (``-x``), as fairseq's prepare-wmt14en2de.sh; each token that was attached to the
+  previous one in the raw text is marked with :data:`JOINER`, so that the output joins back
+  to exactly the raw text it is scored against.
+* No punctuation normalization: it rewrites typographic quotes, dashes and ellipses, which
+  the references keep. SentencePiece runs without Unicode normalization for the same reason.
+* Cleaning works on the tokens before BPE, so that BPE is learned on the data that is kept.
+* Large files go through :func:`map_file`: chunks of lines to a ``multiprocessing`` pool,
+  results written in order, the line count checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .catalog import Cleaning
+from .common import PrepareError, atomic_output, count_lines, open_text, progress, sanitize
+
+CHUNK_LINES = 2000  # lines per task sent to a tokenizer worker
+
+#: Per-process state of the pool's workers (set up by the ``_init_*`` functions).
+_WORKER: dict = {}
+
+#: Marks a token that nothing separated from the previous one in the raw text, so that the
+#: tokens detokenize to exactly that text (the joiner of OpenNMT's tokenizer, U+FFED).
+JOINER = "\uffed"
+#: The subword-nmt path's tokenization, as bpe.json and the manifest record it (datasets
+#: prepared before it record none: they detokenize with sacremoses, which loses „ “ etc.).
+TOKENIZER = "sacremoses(-a, no escaping)+joiner"
+
+
+def mark_joints(raw: str, tokens: Sequence[str]) -> List[str]:
+    """``tokens`` of ``raw`` (``MosesTokenizer.tokenize(escape=False)``), each prefixed with
+    :data:`JOINER` when it directly follows the previous one in ``raw``. The hyphen that
+    ``aggressive_dash_splits`` writes as ``@-@`` is the raw ``-``. A token that is not a
+    substring of ``raw`` (nothing in sacremoses makes one from text without control
+    characters) is kept as a word of its own."""
+    out: List[str] = []
+    pos = 0
+    for token in tokens:
+        text = "-" if token == "@-@" else token
+        at = raw.find(text, pos)
+        if at < 0:
+            out.append(token)
+            continue
+        out.append(JOINER + text if out and at == pos else text)
+        pos = at + len(text)
+    return out
+
+
+def join_marked(tokens: Sequence[str]) -> str:
+    """The inverse of :func:`mark_joints`: a token starting with :data:`JOINER` is attached
+    to the previous one. A joiner anywhere else (model output can have one) is dropped."""
+    words: List[str] = []
+    for token in tokens:
+        attached = token.startswith(JOINER) and words
+        token = token.replace(JOINER, "")
+        if attached:
+            words[-1] += token
+        elif token:
+            words.append(token)
+    return " ".join(words)
+
+
+def _init_worker(lang: str, tokenize: bool) -> None:
+    from sacremoses import MosesTokenizer
+
+    _WORKER["tok"] = MosesTokenizer(lang=lang) if tokenize else None
+
+
+def _process_chunk(lines: List[str]) -> List[str]:
+    tok = _WORKER["tok"]
+    out = []
+    for line in lines:
+        text = " ".join(sanitize(line).split())
+        if tok is not None:
+            text = text.replace(JOINER, "\u25a0")  # a raw joiner would be read as a mark
+            tokens = tok.tokenize(text, aggressive_dash_splits=True, return_str=False,
+                                  escape=False)
+            text = " ".join(mark_joints(text, tokens))
+        out.append(text)
+    return out
+
+
+def _chunks(path: Path, size: int = CHUNK_LINES) -> Iterator[List[str]]:
+    with open_text(path) as f:
+        chunk = []
+        for line in f:
+            chunk.append(line)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+
+def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True) -> List[str]:
+    """Clean up whitespace (and tokenize) lines in this process, as the pipeline does."""
+    key = (lang, tokenize)
+    if _WORKER.get("key") != key:
+        _init_worker(lang, tokenize)
+        _WORKER["key"] = key
+    return _process_chunk(list(lines))
+
+
+def map_file(src: Path, out: Path, init: Callable[..., None], initargs: tuple,
+             process: Callable[[List[str]], List[str]], workers: int, what: str,
+             chunk_lines: int = CHUNK_LINES) -> int:
+    """``out``'s lines = ``process(chunk)`` over ``src``'s chunks of ``chunk_lines`` lines, in
+    order, with ``workers`` processes (each set up by ``init(*initargs)``) and a progress
+    bar; the line count must not change. Returns it."""
+    n = 0
+    n_in = count_lines(src)
+    with atomic_output(out) as tmp, open_text(tmp, "w") as fout, progress(
+            n_in, f"{what} {src.name}") as bar:
+        if workers <= 1:
+            init(*initargs)
+            results: Iterable[List[str]] = map(process, _chunks(src, chunk_lines))
+            pool = None
+        else:
+            import multiprocessing
+
+            pool = multiprocessing.Pool(workers, initializer=init, initargs=initargs)
+            results = pool.imap(process, _chunks(src, chunk_lines), chunksize=1)
+        try:
+            for chunk in results:
+                for line in chunk:
+                    fout.write(line + "\n")
+                n += len(chunk)
+                bar.update(len(chunk))
+        except BaseException:
+            if pool is not None:
+                pool.terminate()
+            raise
+        finally:
+            if pool is not None:
+                pool.close()
+                pool.join()
+    if n != n_in:
+        raise PrepareError(f"{what} turned {src} ({n_in} lines) into {n} lines: please report "
+                           "this")
+    return n
+
+
+def _init_tokenizer(lang: str, tokenize: bool) -> None:
+    _init_worker(lang, tokenize)
+    _WORKER["key"] = (lang, tokenize)
+
+
+def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int) -> int:
+    """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
+    ``workers`` processes."""
+    return map_file(src, out, _init_tokenizer, (lang, tokenize), _process_chunk, workers,
+                    "tokenize")
+
+
+def _init_bpe(codes: Path, vocab: Path, threshold: int) -> None:
+    from subword_nmt.apply_bpe import BPE, read_vocabulary
+
+    with open(codes, encoding="utf-8") as c, open(vocab, encoding="utf-8") as v:
+        _WORKER["bpe"] = BPE(c, vocab=read_vocabulary(v, threshold))
+
+
+def _bpe_chunk(lines: List[str]) -> List[str]:
+    bpe = _WORKER["bpe"]
+    return [bpe.process_line(line.rstrip("\n")) for line in lines]
+
+
+def clean_corpus(
+    inputs: Tuple[Path, Path],
+    outputs: Tuple[Path, Path],
+    cleaning: Cleaning,
+    corpora: Sequence[Tuple[str, int]] = (),
+) -> Tuple[int, int, Dict[str, Dict[str, int]]]:
+    """Keep the pairs of a pair of tokenized files that ``cleaning`` keeps (whitespace
+    collapsed). ``corpora``: (name, pairs) of the consecutive corpora the files hold.
+    Returns (read, kept, {corpus: {"raw": n, "kept": k}})."""
+    c = cleaning
+    per_corpus = {name: {"raw": n, "kept": 0} for name, n in corpora}
+    # the corpus of each line, lazily (a list would hold one entry per training pair)
+    corpus_at = itertools.chain.from_iterable(itertools.repeat(name, n) for name, n in corpora)
+    read = kept = 0
+    with contextlib.ExitStack() as stack:
+        tmps = [stack.enter_context(atomic_output(o)) for o in outputs]
+        fa, fb = (stack.enter_context(open_text(p)) for p in inputs)
+        oa, ob = (stack.enter_context(open_text(t, "w")) for t in tmps)
+        for a, b in zip(fa, fb):
+            read += 1
+            corpus = next(corpus_at, None)
+            wa, wb = a.split(), b.split()
+            na, nb = len(wa), len(wb)
+            if na < c.min_len or nb < c.min_len:
+                continue
+            if c.max_len is not None and (na > c.max_len or nb > c.max_len):
+                continue
+            if c.max_ratio is not None and (na / nb > c.max_ratio or nb / na > c.max_ratio):
+                continue
+            if c.max_word_length is not None and any(
+                    len(w) > c.max_word_length for w in (*wa, *wb)):
+                continue
+            oa.write(" ".join(wa) + "\n")
+            ob.write(" ".join(wb) + "\n")
+            kept += 1
+            if corpus is not None:
+                per_corpus[corpus]["kept"] += 1
+    return read, kept, per_corpus
+
+
+def learn_subword_nmt(
+    inputs: Sequence[Path], codes: Path, vocabs: Sequence[Path], merges: int, workers: int
+) -> int:
+    """subword-nmt learn-joint-bpe-and-vocab (its own function, argument parser and all)."""
+    from subword_nmt import learn_joint_bpe_and_vocab as lj
+
+    with contextlib.ExitStack() as stack:
+        tmp_codes = stack.enter_context(atomic_output(codes))
+        tmp_vocabs = [stack.enter_context(atomic_output(v)) for v in vocabs]
+        args = lj.create_parser().parse_args(
+            ["--input", *map(str, inputs), "--output", str(tmp_codes), "--symbols", str(merges)]
+            + ["--write-vocabulary", *map(str, tmp_vocabs), "--num-workers", str(workers)]
+        )
+        for f in [*args.input, args.output, *args.vocab]:
+            f.close()  # argparse.FileType opened them; subword-nmt reopens them by name
+        lj.learn_joint_bpe_and_vocab(args)
+    with open_text(codes) as f:
+        return sum(1 for line in f if not line.startswith("#version"))
+
+
+def apply_subword_nmt(
+    src: Path, out: Path, codes: Path, vocab: Path, threshold: int, workers: int
+) -> None:
+    """subword-nmt apply-bpe -c codes --vocabulary vocab --vocabulary-threshold T (its
+    ``BPE.process_line``, over chunks in ``workers`` processes, with a progress bar)."""
+    map_file(src, out, _init_bpe, (codes, vocab, threshold), _bpe_chunk, workers,
+             "subword-nmt apply-bpe")
+
+
+def train_sentencepiece(
+    inputs: Sequence[Path], model: Path, vocab_size: int, model_type: str, sample: int, workers: int
+) -> None:
+    import sentencepiece as spm
+
+    with atomic_output(model) as tmp_model, atomic_output(model.with_suffix(".vocab")) as tmp_vocab:
+        prefix = tmp_model.with_name(f".spm.train.{os.getpid()}")
+        spm.SentencePieceTrainer.train(
+            input=[str(p) for p in inputs],
+            model_prefix=str(prefix),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=1.0,
+            # no NFKC: it would turn "…" into "...", and the output must come back to the
+            # raw references
+            normalization_rule_name="identity",
+            input_sentence_size=sample,
+            shuffle_input_sentence=True,
+            hard_vocab_limit=False,
+            num_threads=max(1, workers),
+            minloglevel=1,
+        )
+        os.replace(f"{prefix}.model", tmp_model)
+        os.replace(f"{prefix}.vocab", tmp_vocab)
+
+
+def _init_spm(model: Path, threads: int) -> None:
+    import sentencepiece as spm
+
+    _WORKER["spm"] = (spm.SentencePieceProcessor(model_file=str(model)), threads)
+
+
+def _spm_chunk(lines: List[str]) -> List[str]:
+    sp, threads = _WORKER["spm"]
+    pieces = sp.encode([line.rstrip("\n") for line in lines], out_type=str, num_threads=threads)
+    return [" ".join(p) for p in pieces]
+
+
+def apply_sentencepiece(src: Path, out: Path, model: Path, workers: int) -> None:
+    """spm_encode --output_format piece, in this process: SentencePiece's own threads do
+    the work (``workers`` of them) on chunks of 10,000 lines."""
+    map_file(src, out, _init_spm, (model, workers), _spm_chunk, 1, "sentencepiece",
+             chunk_lines=10000)
+
+
+_DETOK: dict = {}  # sacremoses detokenizers by language, made once
+
+
+def detokenize(lines: Iterable[str], lang: str, bpe: str = "subword-nmt",
+               tokenizer: Optional[str] = TOKENIZER) -> List[str]:
+    """Detokenize fairseq-generate hypotheses (after ``--remove-bpe``/``--post-process``).
+
+    ``bpe`` is the manifest's ``bpe`` ("subword-nmt": the tokens are joined as their
+    joiners say, the exact inverse of the preparation's tokenizer; "sentencepiece": the
+    text is already detokenized by fairseq's sentencepiece post-processing and only
+    stripped). ``tokenizer``: the manifest's; None for datasets prepared before joiners,
+    which sacremoses detokenizes (lossy: „ “ and times do not come back)."""
+    if bpe in ("sentencepiece", "spm"):
+        return [line.strip() for line in lines]
+    if bpe not in ("subword-nmt", "subword_nmt"):
+        raise ValueError(f"unknown bpe {bpe!r}: expected 'subword-nmt' or 'sentencepiece'")
+    if tokenizer == TOKENIZER:
+        return [join_marked(line.split()) for line in lines]
+    if lang not in _DETOK:
+        from sacremoses import MosesDetokenizer
+
+        _DETOK[lang] = MosesDetokenizer(lang=lang)
+    detok = _DETOK[lang]
+    return [detok.detokenize(line.split(), unescape=False) for line in lines]
+
+
+def encode(lines: Iterable[str], lang: str, bpe_dir: str | os.PathLike) -> List[str]:
+    """Encode raw text as the preparation encoded the data in ``bpe_dir``'s dataset."""
+    bpe_dir = Path(bpe_dir)
+    settings = json.loads((bpe_dir / "bpe.json").read_text())
+    text = moses_process_lines([sanitize(x) for x in lines], lang, settings["moses_tokenize"])
+    # the pipeline's own per-chunk functions, run here on one chunk
+    if settings["bpe"] == "subword-nmt":
+        _init_bpe(bpe_dir / "codes", bpe_dir / f"vocab.{lang}", settings["vocabulary_threshold"])
+        return _bpe_chunk(text)
+    _init_spm(bpe_dir / "spm.model", 1)
+    return _spm_chunk(text)
