@@ -6,11 +6,9 @@ import argparse
 from typing import Sequence
 
 import torch
-from fairseq import options
 from fairseq.data import Dictionary
-from fairseq.tasks.translation import TranslationTask
 
-import fairseq_posenc  # noqa: F401  (registers the model)
+from fairseq_posenc import build
 from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.encodings import ENCODINGS, PositionScope, get_encoding
 from fairseq_posenc.models import fill_position_defaults
@@ -24,24 +22,18 @@ VOCAB = 40
 
 
 def dictionary() -> Dictionary:
-    d = Dictionary()
-    for i in range(VOCAB - len(d)):
-        d.add_symbol(f"w{i}")
-    return d
+    return build.toy_dictionary(VOCAB)
 
 
 def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transformer_tiny"):
     """A tiny ``transformer_posenc`` model in eval mode, dropout 0, position parameters
     drawn from N(0, 1) so that position terms are large enough to matter in comparisons."""
     d = dictionary()
-    parser = options.get_training_parser()
-    args = options.parse_args_and_arch(
-        parser,
-        ["/nonexistent", "--task", "translation", "--arch", f"{arch}_{encoding}",
-         "--dropout", "0", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+    model = build.build_model(
+        f"{arch}_{encoding}",
+        ["--dropout", "0", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
          "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48", *extra],
-    )
-    model = TranslationTask(args, d, d).build_model(args)
+        d)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "pos_encodings" in name or "embed_positions" in name:

@@ -8,19 +8,13 @@ tensor in the others. Timings of tiny models mean nothing: only their structure 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-spec = importlib.util.spec_from_file_location(
-    "benchmark", Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py")
-benchmark = importlib.util.module_from_spec(spec)
-sys.modules["benchmark"] = benchmark  # dataclasses look their module up
-spec.loader.exec_module(benchmark)
+from fairseq_posenc import benchmark
+from fairseq_posenc.benchmark import levels
 
 ENCODINGS = ["sinusoidal", "diet_rel", "huang3"]
 MODELS = ["stock", "stock_copy", *ENCODINGS]  # stock_copy: the noise control
@@ -270,7 +264,7 @@ def test_layer_train_steps_adam_over_the_layers_and_their_encoding(monkeypatch):
                        if p.grad is not None)
         return adam_step(self, *args, **kwargs)
 
-    monkeypatch.setattr(benchmark, "build_model", build)
+    monkeypatch.setattr(levels, "build_model", build)
     monkeypatch.setattr(torch.optim.Adam, "step", step)
     cfg = benchmark.Config(size="tiny", length=12, batch=2, translate=1, reps=1,
                            stock_every=1, beam=2, vocab=64, seed=1, layer_reps=1)
@@ -392,18 +386,6 @@ def test_models_build_and_run_with_zero_layers(name):
     generator = benchmark.make_generator(model, d, 2, 8)
     [hyps, _] = benchmark.translate(model, generator, batch)
     assert hyps[0]["tokens"].numel() == 9
-
-
-def test_encoding_adam_counts_only_the_encodings_parameters(capsys):
-    benchmark.main(["--encoding-adam", "--sizes", "tiny", "--encodings", "tupe_a", "alibi",
-                    "--threads", "1"])
-    out = capsys.readouterr().out
-    assert out.startswith("Adam step of stock fairseq (tiny) over its ")
-    rows = {line.split("|")[1].strip(): line.split("|")[2].strip()
-            for line in out.splitlines() if line.startswith("| ") and "encoding" not in line}
-    # tupe_a (tiny, 64 positions, 32 wide): per stack p 64x32, LayerNorm 2x32, U_Q, U_K 32x32+32
-    assert rows == {"tupe_a": f"{2 * (64 * 32 + 2 * 32 + 2 * (32 * 32 + 32)) / 1e6:.3f}M",
-                    "alibi": "0.000M"}
 
 
 def test_flat_results_one_record_per_encoding_length_and_dtype(quick):

@@ -5,15 +5,9 @@ positions (source and target differ here, to catch a mix-up), causal decoders ke
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-spec = importlib.util.spec_from_file_location(
-    "param_count", Path(__file__).resolve().parent.parent / "scripts" / "param_count.py")
-param_count = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(param_count)
+from fairseq_posenc import params as param_count
 
 L, H, D, N_SRC, N_TGT, K = 2, 4, 32, 40, 30, 16  # tiny: 128 wide, 4 heads
 FLAGS = ["--max-source-positions", str(N_SRC), "--max-target-positions", str(N_TGT)]

@@ -1,0 +1,102 @@
+"""Speed and memory of every position encoding against stock fairseq ``transformer``.
+
+    posenc-benchmark                                  # the full run (~60 min on 2 CPU cores)
+    posenc-benchmark --quick                          # CI smoke run, about a minute
+    posenc-benchmark --encodings t5 shaw --sizes small --lengths 30 --reps 3
+    posenc-benchmark --level layer rest               # the parts only, ~25 min
+    posenc-benchmark --render runs/benchmark.json     # a run's report again
+
+``python scripts/benchmark.py`` and ``python -m fairseq_posenc.benchmark`` are the same
+command. What is timed and how, the from-parts ratio, memory, the targets and the full
+run's cost: docs/benchmark-methodology.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Optional, Sequence
+
+from .machine import REPO
+from .report import markdown_document
+from .runner import run
+from .settings import DTYPES, LEVELS, SIZES
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--encodings", nargs="+", metavar="NAME",
+                   help="encodings to compare with stock (default: all registered)")
+    p.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
+                   help="model sizes (default: small base)")
+    p.add_argument("--lengths", nargs="+", type=int, help="source lengths (default: 30 120)")
+    p.add_argument("--reps", type=int, help="repetitions (default 5)")
+    p.add_argument("--stock-every", type=int,
+                   help="time stock again after every N encodings (default 3); each "
+                        "encoding is compared with the two stock calls around it")
+    p.add_argument("--batch", type=int,
+                   help="sentences per train/forward batch (default: 8 at length 30, 2 at "
+                        "120, x4 on CUDA)")
+    p.add_argument("--translate-sentences", type=int,
+                   help="sentences translated (default: 2 at length 30, 1 at 120, x4 on CUDA)")
+    p.add_argument("--vocab", type=int, help="shared vocabulary size (default 10000)")
+    p.add_argument("--beam", type=int, help="beam size (default 10)")
+    p.add_argument("--threads", type=int, help="torch threads (default: all usable cores)")
+    p.add_argument("--device", help="cpu or cuda[:N] (default: cuda if available)")
+    p.add_argument("--dtype", nargs="+", choices=sorted(DTYPES),
+                   help="precision of the models, as fairseq-train --fp16 / --bf16 "
+                        "(default: float16 bfloat16 on CUDA, float32 on CPU)")
+    p.add_argument("--batch-tokens", type=int,
+                   help="training batch of about this many source tokens per length "
+                        "(default on CUDA: 32768; on CPU the sentences of --batch)")
+    p.add_argument("--out-flat-json", metavar="PATH",
+                   help="also write one record per encoding, length and dtype (train, "
+                        "translate and memory ratios, device, torch), as "
+                        "docs/benchmark-gpu.json")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--level", nargs="+", choices=[*LEVELS, "all"], default=["all"],
+                   help="time whole models (model), their first self-attention layers "
+                        "(layer), the models with 0 layers (rest), or all (default)")
+    p.add_argument("--layer-reps", type=int,
+                   help="repetitions of the layer-level timings (default 30)")
+    p.add_argument("--rest-reps", type=int,
+                   help="repetitions of the rest-level timings (default 20)")
+    p.add_argument("--quick", action="store_true",
+                   help="CI smoke run: tiny model, length 12, 2 repetitions, "
+                        "sinusoidal, diet_rel, huang3")
+    p.add_argument("--out-md", default=str(REPO / "runs" / "benchmark.md"))
+    p.add_argument("--out-json", default=str(REPO / "runs" / "benchmark.json"))
+    p.add_argument("--render", metavar="JSON",
+                   help="time nothing: print the Markdown report of an earlier run's "
+                        "--out-json file, laid out by this version of the script")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    # fairseq logs every model it builds
+    logging.getLogger("fairseq").setLevel(logging.WARNING)
+    if args.render:
+        with open(args.render) as f:
+            print(markdown_document(json.load(f)))
+        return 0
+    doc = run(encodings=args.encodings, sizes=args.sizes, lengths=args.lengths, reps=args.reps,
+              stock_every=args.stock_every, batch=args.batch,
+              translate_sentences=args.translate_sentences, vocab=args.vocab, beam=args.beam,
+              threads=args.threads, device=args.device, seed=args.seed, quick=args.quick,
+              out_md=args.out_md, out_json=args.out_json, out_flat_json=args.out_flat_json,
+              dtypes=args.dtype, batch_tokens=args.batch_tokens,
+              levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
+              layer_reps=args.layer_reps, rest_reps=args.rest_reps,
+              command=[os.path.basename(sys.executable), *sys.argv] if argv is None
+              else ["benchmark.py", *argv])
+    print(doc["markdown"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

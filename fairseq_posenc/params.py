@@ -1,0 +1,48 @@
+"""Parameter count of an architecture, and what its position encoding adds over
+``sinusoidal`` at the same size (the "Parameters, +Delta" columns of DIET's Table 6).
+
+    posenc-params --arch transformer_wmt_en_de_diet_rel [--vocab 32000] [MODEL FLAGS...]
+    python scripts/param_count.py --arch ...     # the same
+
+Builds the model from fairseq's own argument parsing (any model flag applies, e.g.
+``--diet-abs-sharing none`` or ``--max-source-positions 256``) with a joined dictionary of
+``--vocab`` types, counting shared parameters once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from typing import Optional, Sequence
+
+from fairseq_posenc.build import build_from_args, model_args, toy_dictionary
+
+
+def count(args: argparse.Namespace, vocab: int) -> int:
+    """Parameters of the model ``args`` describe; ``parameters()`` yields shared ones once."""
+    model = build_from_args(args, toy_dictionary(vocab))
+    return sum(p.numel() for p in model.parameters())
+
+
+def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
+    """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
+    args = model_args(arch, flags)
+    baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
+    baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
+    return count(args, vocab), count(baseline, vocab)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--vocab", type=int, default=32000, help="joined dictionary size")
+    known, flags = parser.parse_known_args(argv)
+    total, base = counts(known.arch, flags, known.vocab)
+    delta = total - base
+    print(f"{known.arch}\tparameters {total:,}\t+{delta:,} ({100 * delta / base:+.2f}%) "
+          f"over sinusoidal ({base:,}), vocabulary {known.vocab:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
