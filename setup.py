@@ -29,6 +29,9 @@ setup(
         "console_scripts": [
             "posenc-inspect = fairseq_posenc.inspection.cli:main",
             "posenc-score = fairseq_posenc.evaluation.cli:main",
+            "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
+            "posenc-params = fairseq_posenc.params:main",
+            "posenc-prepare-wmt = fairseq_posenc.wmt.cli:main",
         ],
     },
     license="MIT",
