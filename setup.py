@@ -32,6 +32,7 @@ setup(
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
             "posenc-params = fairseq_posenc.params:main",
             "posenc-prepare-wmt = fairseq_posenc.wmt.cli:main",
+            "posenc-reproduce = fairseq_posenc.wmt.reproduce:main",
         ],
     },
     license="MIT",

@@ -17,6 +17,7 @@ used by ``examples/wmt/reproduce.py``), never silently dropped.
 
 import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
 # field types at run time
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -138,10 +139,17 @@ def checkpoint_limits(checkpoint: Path) -> LengthLimits:
 def source_sizes(data: Path, split: str, src: str, tgt: str) -> list[int]:
     """Tokens (with the end of sentence) of each binarized source of ``split``; the pair's
     files may be named either way round, as fairseq's translation task accepts."""
-    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
-        dataset = data_utils.load_indexed_dataset(str(data / f"{split}.{pair}.{src}"), None)
-        if dataset is not None:
-            return [int(n) for n in dataset.sizes]
+    quiet = logging.getLogger("fairseq.data.data_utils")  # one INFO line per load
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
+    try:
+        for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+            prefix = str(data / f"{split}.{pair}.{src}")
+            dataset = data_utils.load_indexed_dataset(prefix, None)
+            if dataset is not None:
+                return [int(n) for n in dataset.sizes]
+    finally:
+        quiet.setLevel(level)
     raise FileNotFoundError(f"{data}/{split}.{src}-{tgt}.{src}.bin/.idx not found: binarize "
                             f"the {split} split with fairseq-preprocess (examples/wmt: rerun "
                             "prepare.py)")

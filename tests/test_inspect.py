@@ -304,6 +304,9 @@ def test_at5_soft_buckets(inspected):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    """A model trained by fairseq-train in this process. Its checkpoint_last.pt is read:
+    fairseq writes checkpoint_best.pt only for a validation loss better than any earlier
+    training in the process has seen (it keeps the best on the function)."""
     root = tmp_path_factory.mktemp("trained")
     create_parallel_corpus(root / "raw", num_train=40, num_valid=8, num_test=8)
     preprocess_translation_data(root / "raw", root / "bin")
@@ -316,12 +319,12 @@ def test_sentence_attention_maps(trained, tmp_path):
     """Per layer and head the probabilities over the sentence's tokens; layer 1's equal
     the first encoder layer's own attention on the embedded sentence."""
     out = tmp_path / "out"
-    cli.main([str(trained / "ckpt" / "checkpoint_best.pt"), "--out", str(out),
+    cli.main([str(trained / "ckpt" / "checkpoint_last.pt"), "--out", str(out),
               "--data", str(trained / "bin"), "--sentence", "s1 s2 s3"])
     picture = read_pictures(out)["encoder-attention"]
     assert picture["row_labels"] == ["s1", "s2", "s3", "</s>"]
     assert len(picture["panels"]) == 2 * 4
-    loaded = load_model(trained / "ckpt" / "checkpoint_best.pt", trained / "bin")
+    loaded = load_model(trained / "ckpt" / "checkpoint_last.pt", trained / "bin")
     encoder = loaded.model.encoder
     tokens = loaded.source_dictionary.encode_line("s1 s2 s3", add_if_not_exist=False)[None]
     with torch.no_grad(), encoder.pos_scope.open():
@@ -335,7 +338,7 @@ def test_bpe_codes_are_applied(trained, tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("#version: 0.2\ns 1</w>\n", encoding="utf-8")
     out = tmp_path / "out"
-    cli.main([str(trained / "ckpt" / "checkpoint_best.pt"), "--out", str(out),
+    cli.main([str(trained / "ckpt" / "checkpoint_last.pt"), "--out", str(out),
               "--data", str(trained / "bin"), "--sentence", "s1 s12", "--bpe-codes", str(codes)])
     assert read_pictures(out)["encoder-attention"]["row_labels"] == [
         "s1", "s@@", "1@@", "2", "</s>"]
@@ -343,7 +346,7 @@ def test_bpe_codes_are_applied(trained, tmp_path):
 
 def test_console_script(trained, tmp_path):
     result = run_script("posenc-inspect", [
-        trained / "ckpt" / "checkpoint_best.pt", "--out", tmp_path / "out", "--data",
+        trained / "ckpt" / "checkpoint_last.pt", "--out", tmp_path / "out", "--data",
         trained / "bin", "--sentence", "s3 s4", "--max-distance", "8"])
     assert result.returncode == 0, result.stderr[-2000:]
     html = (tmp_path / "out" / "index.html").read_text()
@@ -370,7 +373,7 @@ def stock_checkpoint(path: Path) -> None:
     ("data without dictionary", "dict.src.txt"),
 ])
 def test_bad_input_is_a_clear_error(trained, tmp_path, problem, message):
-    checkpoint = trained / "ckpt" / "checkpoint_best.pt"
+    checkpoint = trained / "ckpt" / "checkpoint_last.pt"
     extra: list[str] = []
     if problem == "missing":
         checkpoint = tmp_path / "nothing.pt"

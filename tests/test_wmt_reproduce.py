@@ -3,18 +3,14 @@ runs the whole chain (prepare, train, translate, score, tabulate) offline on CPU
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-WMT = Path(__file__).resolve().parent.parent / "examples" / "wmt"
-sys.path.insert(0, str(WMT))
-reproduce = importlib.import_module("reproduce")
-recipes = importlib.import_module("recipes")
+from fairseq_posenc.wmt import evaluate, execute, recipes, reproduce, tables
+from fairseq_posenc.wmt import runs as wmt_runs
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),
@@ -29,14 +25,14 @@ def flag(args, name):
 
 @pytest.mark.parametrize("gpus,max_tokens,freq", [(1, 4096, 7), (8, 4096, 1), (4, 3125, 2)])
 def test_update_freq_reaches_the_papers_batch(gpus, max_tokens, freq):
-    scale = reproduce.Scale(gpus=gpus, max_tokens=max_tokens)
-    assert reproduce.update_freq(recipes.AT5, scale) == freq  # 25000 tokens per update
+    scale = wmt_runs.Scale(gpus=gpus, max_tokens=max_tokens)
+    assert wmt_runs.update_freq(recipes.AT5, scale) == freq  # 25000 tokens per update
     assert freq * gpus * max_tokens >= 25000 > (freq - 1) * gpus * max_tokens
 
 
 def test_training_flags_follow_each_paper():
-    [run] = reproduce.select("at5", "T5", "2016")
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale(gpus=2))
+    [run] = wmt_runs.select("at5", "T5", "2016")
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale(gpus=2))
     assert flag(args, "--arch") == "transformer_wmt_en_de_t5"
     assert {"--encoder-normalize-before", "--decoder-normalize-before"} <= set(args)
     assert flag(args, "--max-source-positions") == flag(args, "--max-target-positions") == "256"
@@ -44,13 +40,13 @@ def test_training_flags_follow_each_paper():
     assert (flag(args, "--label-smoothing"), flag(args, "--distributed-world-size")) == ("0.1", "2")
     assert args[0] == str(Path("D") / "wmt17_en_de" / "bin")
 
-    [run] = reproduce.select("diet", "DIET-REL", "CS-EN")
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    [run] = wmt_runs.select("diet", "DIET-REL", "CS-EN")
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
     assert (flag(args, "--source-lang"), flag(args, "--target-lang")) == ("cs", "en")
     assert flag(args, "--max-update") == "250000" and "--save-interval-updates" not in args
 
-    [run] = reproduce.select("chen2021a", "sinusoidal", "EN-DE")  # averages the last 5
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    [run] = wmt_runs.select("chen2021a", "sinusoidal", "EN-DE")  # averages the last 5
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
     assert flag(args, "--keep-interval-updates") == "5"
 
 
@@ -58,9 +54,9 @@ def test_training_flags_follow_each_paper():
 def test_world_size_is_the_one_the_update_frequency_was_computed_for(gpus):
     """Without --distributed-world-size fairseq trains on every visible GPU: with --gpus 1
     on an 8-GPU node that is 8 x 4096 x 7 tokens per update instead of the paper's 25k."""
-    [run] = reproduce.select("at5", "T5", "2016")
-    scale = reproduce.Scale(gpus=gpus)
-    args = reproduce.train_args(run, Path("D"), Path("W"), scale)
+    [run] = wmt_runs.select("at5", "T5", "2016")
+    scale = wmt_runs.Scale(gpus=gpus)
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), scale)
     world = int(flag(args, "--distributed-world-size"))
     assert world == gpus
     assert world * scale.max_tokens * int(flag(args, "--update-freq")) < 2 * 25000
@@ -69,58 +65,58 @@ def test_world_size_is_the_one_the_update_frequency_was_computed_for(gpus):
 def test_at5_evaluates_the_checkpoint_best_on_its_validation_set(tmp_path):
     """AT5 validates on newstest2014 (the wmt17 dataset's valid split): the checkpoint
     chosen on it, fairseq's checkpoint_best.pt, not the last one."""
-    [run] = reproduce.select("at5", "AT5", "2015")
+    [run] = wmt_runs.select("at5", "AT5", "2015")
     save = run.save_dir(tmp_path)
     save.mkdir(parents=True)
     for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
         (save / name).write_bytes(b"")
-    assert reproduce.final_checkpoint(run, tmp_path) == save / "checkpoint_best.pt"
-    [run] = reproduce.select("diet", "DIET-REL", "EN-DE")  # DIET: the last one
+    assert execute.final_checkpoint(run, tmp_path) == save / "checkpoint_best.pt"
+    [run] = wmt_runs.select("diet", "DIET-REL", "EN-DE")  # DIET: the last one
     save = run.save_dir(tmp_path)
     save.mkdir(parents=True)
     for name in ("checkpoint_last.pt", "checkpoint_best.pt"):
         (save / name).write_bytes(b"")
-    assert reproduce.final_checkpoint(run, tmp_path) == save / "checkpoint_last.pt"
+    assert execute.final_checkpoint(run, tmp_path) == save / "checkpoint_last.pt"
 
 
 def test_tensor2tensor_papers_train_with_its_transformer_base():
     """Chen 2021a and DIET ran tensor2tensor's transformer_base (v3): pre-norm, 8000 warmup
     updates to 9.88e-4, Adam beta2 0.997, attention and ReLU dropout 0.1."""
     for paper, row, column in (("chen2021a", "REL-SCALAR", "EN-DE"), ("diet", "Shaw", "EN-CS")):
-        [run] = reproduce.select(paper, row, column)
-        args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+        [run] = wmt_runs.select(paper, row, column)
+        args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
         assert {"--encoder-normalize-before", "--decoder-normalize-before"} <= set(args)
         assert (flag(args, "--warmup-updates"), flag(args, "--lr")) == ("8000", "9.88e-4")
         assert abs(2.0 * 512 ** -0.5 * 8000 ** -0.5 - float(flag(args, "--lr"))) < 1e-6
         assert flag(args, "--adam-betas") == "(0.9, 0.997)"
         assert flag(args, "--attention-dropout") == flag(args, "--activation-dropout") == "0.1"
-    [run] = reproduce.select("at5", "AT5", "2015")  # THUMT: not stated, Vaswani's base
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    [run] = wmt_runs.select("at5", "AT5", "2015")  # THUMT: not stated, Vaswani's base
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
     assert (flag(args, "--warmup-updates"), flag(args, "--adam-betas")) == ("4000", "(0.9, 0.98)")
 
 
 def test_alternative_schedule_for_chen2021a_only():
-    [run] = reproduce.select("chen2021a", "REL-SCALAR", "EN-DE", alternative_schedule=True)
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    [run] = wmt_runs.select("chen2021a", "REL-SCALAR", "EN-DE", alternative_schedule=True)
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
     assert flag(args, "--max-update") == "250000" and "--keep-interval-updates" not in args
     with pytest.raises(SystemExit, match="states its training length"):
-        reproduce.select("diet", alternative_schedule=True)
+        wmt_runs.select("diet", alternative_schedule=True)
 
 
 def test_papers_decode_with_gnmts_length_penalty():
     """tensor2tensor (Chen 2021a, DIET) and THUMT (AT5) normalize by ((5 + L) / 6)^alpha:
     fairseq-generate runs the translation_gnmt task; the table says so."""
     for paper in ("chen2021a", "diet", "at5"):
-        run = reproduce.select(paper)[0]
-        args = reproduce.generate_args(run, Path("D"), Path("c.pt"), "test", Path("R"),
+        run = wmt_runs.select(paper)[0]
+        args = wmt_runs.generate_args(run, Path("D"), Path("c.pt"), "test", Path("R"),
                                        "subword-nmt")
         assert flag(args, "--task") == "translation_gnmt" and flag(args, "--lenpen") == "0.6"
-    assert "Decoding: beam 10, GNMT length penalty ((5 + L) / 6)^0.6." in reproduce.table(
+    assert "Decoding: beam 10, GNMT length penalty ((5 + L) / 6)^0.6." in tables.table(
         Path("/nonexistent"), ["diet"])
 
 
 def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
-    text = reproduce.table(tmp_path, ["chen2021a", "at5"])
+    text = tables.table(tmp_path, ["chen2021a", "at5"])
     for paper in (recipes.CHEN2021A, recipes.AT5):
         for difference in paper.differences:
             assert f"- {difference}" in text
@@ -130,25 +126,25 @@ def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
 def test_seeds_train_apart_and_the_table_shows_mean_and_deviation(tmp_path):
     """AT5 reports mean +- standard deviation over runs: --seeds N trains seeds 1..N of
     every cell (seed 1 where it always was) and the table aggregates them."""
-    runs = reproduce.select("at5", "AT5", "2015", seeds=3)
-    assert [r.seed for r in runs] == [1, 2, 3] and len(reproduce.trainings(runs)) == 3
-    args = reproduce.train_args(runs[1], Path("D"), Path("W"), reproduce.Scale())
+    runs = wmt_runs.select("at5", "AT5", "2015", seeds=3)
+    assert [r.seed for r in runs] == [1, 2, 3] and len(wmt_runs.trainings(runs)) == 3
+    args = wmt_runs.train_args(runs[1], Path("D"), Path("W"), wmt_runs.Scale())
     assert flag(args, "--seed") == "2" and flag(args, "--save-dir").endswith("en-de.seed2")
     assert runs[0].result_path(tmp_path).name == "newstest2015.json"
     for run, bleu in zip(runs, (29.0, 30.0, 31.0)):
-        reproduce.write_json(run.result_path(tmp_path), {"bleu": bleu, "signature": "s"})
-    text = reproduce.table(tmp_path, ["at5"])
+        evaluate.write_json(run.result_path(tmp_path), {"bleu": bleu, "signature": "s"})
+    text = tables.table(tmp_path, ["at5"])
     assert "| AT5 (`at5`) | 28.34 / - / - | 30.18 / 30.00 ± 1.00 (n=3) / -0.18 |" in text
 
 
 def test_at5_years_share_one_training():
-    runs = reproduce.select("at5")
-    assert len(runs) == 16 and len(reproduce.trainings(runs)) == 4
+    runs = wmt_runs.select("at5")
+    assert len(runs) == 16 and len(wmt_runs.trainings(runs)) == 4
 
 
 def test_generation_translates_everything_with_the_papers_beam():
-    [run] = reproduce.select("diet", "Vaswani", "EN-DE")
-    args = reproduce.generate_args(run, Path("D"), Path("c.pt"), "test1", Path("R"), "subword-nmt")
+    [run] = wmt_runs.select("diet", "Vaswani", "EN-DE")
+    args = wmt_runs.generate_args(run, Path("D"), Path("c.pt"), "test1", Path("R"), "subword-nmt")
     assert (flag(args, "--beam"), flag(args, "--lenpen")) == ("10", "0.6")
     assert flag(args, "--required-batch-size-multiple") == "1" and "--remove-bpe" in args
 
@@ -157,31 +153,31 @@ def test_missing_hypotheses_are_an_error(tmp_path):
     out = tmp_path / "generate-test.txt"
     out.write_text("S-0\ta\nH-0\t-0.1\tx y\nH-2\t-0.3\tz\n")
     with pytest.raises(SystemExit, match="2 hypotheses for 3 test sentences"):
-        reproduce.hypotheses(out, 3)
+        evaluate.hypotheses(out, 3)
     out.write_text("H-1\t-0.2\tsecond\nS-0\ta\nH-0\t-0.1\tfirst\n")
-    assert reproduce.hypotheses(out, 2) == ["first", "second"]  # sorted by id
+    assert evaluate.hypotheses(out, 2) == ["first", "second"]  # sorted by id
 
 
 def test_metrics_as_each_paper_reports_them():
     hyps, refs = ["The cat sat on the mat ."], ["the cat sat on the mat."]
-    cased, sig_cased = reproduce.score(hyps, refs, "cased", "en")
-    uncased, sig_uncased = reproduce.score(hyps, refs, "uncased", "en")
+    cased, sig_cased = evaluate.score(hyps, refs, "cased", "en")
+    uncased, sig_uncased = evaluate.score(hyps, refs, "uncased", "en")
     assert uncased.score > cased.score and "case:lc" in sig_uncased and "case:mixed" in sig_cased
     # Chen 2021a's uncased BLEU is tensor2tensor's t2t-bleu: international tokenization,
     # which splits punctuation off numbers ("1,5%" -> "1,5 %") where 13a does not
     assert "tok:intl" in sig_uncased and "tok:13a" in sig_cased
-    t2t, _ = reproduce.score(["Es stieg um 1,5 %."], ["Es stieg um 1,5%."], "uncased", "de")
+    t2t, _ = evaluate.score(["Es stieg um 1,5 %."], ["Es stieg um 1,5%."], "uncased", "de")
     assert t2t.score == pytest.approx(100.0)
     # tokenized BLEU: Moses tokens on both sides, no further tokenization (multi-bleu.perl)
-    tok, sig_tok = reproduce.score(["Das ist gut, oder?"], ["Das ist gut , oder ?"],
+    tok, sig_tok = evaluate.score(["Das ist gut, oder?"], ["Das ist gut , oder ?"],
                                    "tokenized", "de")
     assert tok.score == pytest.approx(100.0) and "tok:none" in sig_tok
 
 
 def test_table_prints_paper_ours_and_difference(tmp_path):
-    [run] = reproduce.select("diet", "DIET-REL", "EN-CS")
-    reproduce.write_json(run.result_path(tmp_path), {"bleu": 19.0, "signature": "nrefs:1|x"})
-    text = reproduce.table(tmp_path, ["diet"])
+    [run] = wmt_runs.select("diet", "DIET-REL", "EN-CS")
+    evaluate.write_json(run.result_path(tmp_path), {"bleu": 19.0, "signature": "nrefs:1|x"})
+    text = tables.table(tmp_path, ["diet"])
     assert "| DIET-REL (`diet_rel`) | 39.47 / - / - | 38.49 / - / - | 18.68 / 19.00 / +0.32 |" in text
     assert "sacreBLEU: `nrefs:1|x`" in text
 
@@ -189,16 +185,16 @@ def test_table_prints_paper_ours_and_difference(tmp_path):
 def test_table_says_which_training_corpora_each_cell_used(tmp_path):
     """Chen 2021a's EN-CS (tensor2tensor's translate_encs_wmt32k) trained with CzEng 1.6:
     a run without it is marked as not comparable; DIET's corpora are the paper's list."""
-    [run] = reproduce.select("chen2021a", "REL-SCALAR", "EN-CS")
-    reproduce.write_json(run.result_path(tmp_path), {
+    [run] = wmt_runs.select("chen2021a", "REL-SCALAR", "EN-CS")
+    evaluate.write_json(run.result_path(tmp_path), {
         "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
-    text = reproduce.table(tmp_path, ["chen2021a"])
+    text = tables.table(tmp_path, ["chen2021a"])
     assert ("EN-CS training data: the paper's europarl_v7, commoncrawl, nc_v13, czeng_1.6; "
             "ours europarl_v7, commoncrawl, nc_v13 -- different data: not comparable") in text
-    [run] = reproduce.select("diet", "DIET-REL", "CS-EN")
-    reproduce.write_json(run.result_path(tmp_path), {
+    [run] = wmt_runs.select("diet", "DIET-REL", "CS-EN")
+    evaluate.write_json(run.result_path(tmp_path), {
         "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
-    text = reproduce.table(tmp_path, ["diet"])
+    text = tables.table(tmp_path, ["diet"])
     assert "CS-EN training data: the paper's europarl_v7, commoncrawl, nc_v13; ours " in text
     assert "not comparable" not in text
 
@@ -209,7 +205,7 @@ def test_average_checkpoints(tmp_path):
         paths.append(tmp_path / f"c{i}.pt")
         torch.save({"model": {"w": torch.full((2,), float(i)), "n": torch.tensor([i])},
                     "extra": i}, paths[-1])
-    out = reproduce.average_checkpoints(paths, tmp_path / "avg.pt")
+    out = execute.average_checkpoints(paths, tmp_path / "avg.pt")
     state = torch.load(out)
     assert state["model"]["w"].tolist() == [1.0, 1.0]
     assert state["model"]["n"].tolist() == [2] and state["extra"] == 2  # non-float: last
@@ -228,7 +224,7 @@ def test_smoke_mode_runs_every_table(tmp_path):
         assert paper.title in text
         for row in paper.rows:
             for col in paper.columns:
-                result = json.loads(reproduce.Run(paper, row, col).result_path(tmp_path)
+                result = json.loads(wmt_runs.Run(paper, row, col).result_path(tmp_path)
                                     .read_text())
                 assert 0.0 <= result["bleu"] <= 100.0 and result["sentences"] > 0
                 assert result["signature"].startswith("nrefs:1|")
@@ -262,7 +258,7 @@ def write_result(run, work: Path, hyps, refs, bleu, chrf, seed=1) -> None:
     ref_path = work / "refs.de"
     ref_path.write_text("".join(r + "\n" for r in refs))
     path = run.result_path(work).with_name(f"{run.column.testset}{suffix}.json")
-    reproduce.write_json(path, {
+    evaluate.write_json(path, {
         "bleu": bleu, "chrf": chrf, "signature": "s", "metric": "tokenized", "pair": "en-de",
         "seed": seed, "hypotheses": str(hyp_path), "references": str(ref_path)})
 
@@ -277,11 +273,11 @@ def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_
     refs = [f"das ist satz nummer {i} mit einigen worten ." for i in range(150)]
     t5 = [r.replace("einigen ", "") if i % 2 else r for i, r in enumerate(refs)]
     at5 = [r.replace("mit einigen worten ", "") for r in refs]
-    [t5_run] = reproduce.select("at5", "T5", "2015")
-    [at5_run] = reproduce.select("at5", "AT5", "2015")
+    [t5_run] = wmt_runs.select("at5", "T5", "2015")
+    [at5_run] = wmt_runs.select("at5", "AT5", "2015")
     write_result(t5_run, tmp_path, t5, refs, 30.0, 55.0)
     write_result(at5_run, tmp_path, at5, refs, 31.0, 56.5)
-    text = reproduce.table(tmp_path, ["at5"])
+    text = tables.table(tmp_path, ["at5"])
     bleu_test, _ = paired_bootstrap(t5, at5, refs, "tokenized", "de")
     mark = "*" if bleu_test.significant else ""
     assert f"| AT5 (`at5`) | 28.34 / - / - | 30.18 / 31.00 / +0.82; chrF 56.50; p {bleu_test.p_value:.3f}{mark} |" in text
@@ -290,7 +286,7 @@ def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_
     # several seeds: mean +- std for BLEU and chrF, the largest p over the seed pairs
     write_result(t5_run, tmp_path, at5, refs, 31.0, 56.0, seed=2)
     write_result(at5_run, tmp_path, at5, refs, 31.0, 57.5, seed=2)
-    text = reproduce.table(tmp_path, ["at5"])
+    text = tables.table(tmp_path, ["at5"])
     equal, _ = paired_bootstrap(at5, at5, refs, "tokenized", "de")
     p = max(bleu_test.p_value, equal.p_value)
     assert (f"30.18 / 31.00 ± 0.00 (n=2) / +0.82; chrF 57.00 ± 0.71 (n=2); p {p:.3f} |"
@@ -301,13 +297,13 @@ def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
     from fairseq_posenc.evaluation import BucketScore
 
     for label, bleu in (("Vaswani", 20.0), ("ALiBi", 25.0)):
-        [run] = reproduce.select("extrapolation", label)
+        [run] = wmt_runs.select("extrapolation", label)
         buckets = [BucketScore("(0, 20]", 5, 0, bleu, 50.0),
                    BucketScore("(20, 40]", 3, 1, bleu - 5, 40.0)]
-        reproduce.write_json(run.result_path(tmp_path), {
+        evaluate.write_json(run.result_path(tmp_path), {
             "bleu": bleu, "signature": "s", "notes": [f"{label}: a note"],
             "buckets": [b.__dict__ for b in buckets]})
-    text = reproduce.table(tmp_path, ["extrapolation"])
+    text = tables.table(tmp_path, ["extrapolation"])
     assert "| model | 2017 ours |" in text  # no paper numbers: ours only
     assert "| ALiBi (`alibi`) | 25.00 |" in text and "| RoPE (`rope`) | - |" in text
     assert "| source length | (0, 20] n=5 | (20, 40] n=3 |" in text
@@ -318,10 +314,33 @@ def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
 
 
 def test_extrapolation_trains_short_with_the_papers_settings():
-    [run] = reproduce.select("extrapolation", "DIET-ABS, 64 positions")
-    args = reproduce.train_args(run, Path("D"), Path("W"), reproduce.Scale())
+    [run] = wmt_runs.select("extrapolation", "DIET-ABS, 64 positions")
+    args = wmt_runs.train_args(run, Path("D"), Path("W"), wmt_runs.Scale())
     assert flag(args, "--task") == "translation_extrapolation"
     assert flag(args, "--train-max-len") == "50" and flag(args, "--diet-abs-max-len") == "64"
-    [other] = reproduce.select("at5", "AT5", "2015")
-    assert flag(reproduce.train_args(other, Path("D"), Path("W"), reproduce.Scale()),
+    [other] = wmt_runs.select("at5", "AT5", "2015")
+    assert flag(wmt_runs.train_args(other, Path("D"), Path("W"), wmt_runs.Scale()),
                 "--task") == "translation"
+
+
+def test_table_scripts_are_the_recipes(tmp_path):
+    """examples/wmt/PAPER_table.sh are generated from the recipes; a script that drifts
+    from them (a recipe changed, the script not regenerated) fails here."""
+    import subprocess
+
+    from fairseq_posenc.wmt import table_scripts
+
+    examples = Path(__file__).resolve().parent.parent / "examples" / "wmt"
+    for fresh in table_scripts.write_scripts(tmp_path):
+        checked_in = examples / fresh.name
+        assert checked_in.exists() and checked_in.read_text() == fresh.read_text(), (
+            f"{checked_in} differs from the recipes: run "
+            "`posenc-reproduce scripts --out examples/wmt`")
+        subprocess.run(["bash", "-n", str(checked_in)], check=True)  # valid bash
+    diet = (examples / "diet_table.sh").read_text()
+    for flag_ in ("--arch transformer_wmt_en_de_diet_rel", "--max-update 250000",
+                  "--lr 9.88e-4", '--save-dir "$WORK/checkpoints/diet/diet_rel/wmt18_en_de.en-de"',
+                  "--task translation_gnmt", "--gen-subset test"):
+        assert flag_ in diet
+    assert '"$DATA/wmt17_en_de/bin"' in (examples / "at5_table.sh").read_text()
+    assert "--gen-subset test3" in (examples / "at5_table.sh").read_text()  # newstest2017

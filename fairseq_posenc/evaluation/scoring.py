@@ -1,6 +1,6 @@
 """Corpus BLEU as each paper reports it, and chrF beside it.
 
-``metric`` names how a paper computed BLEU (see ``examples/wmt/recipes.py``):
+``metric`` names how a paper computed BLEU (see ``fairseq_posenc/wmt/recipes.py``):
 
 * ``"cased"`` -- sacreBLEU's default (13a tokenization, cased): DIET;
 * ``"uncased"`` -- tensor2tensor's ``t2t-bleu``: international tokenization, lowercased

@@ -168,6 +168,12 @@ class DatasetSpec:
         """Language pair as the corpora name it."""
         return f"{self.other}-en"
 
+    @property
+    def test_splits(self) -> Dict[str, str]:
+        """fairseq split of each test set: ``fairseq-preprocess --testpref a,b,c`` names
+        them ``test``, ``test1``, ``test2`` in that order."""
+        return {e.testset: "test" if i == 0 else f"test{i}" for i, e in enumerate(self.tests)}
+
 
 NT13 = EvalSet("newstest2013", "wmt13")
 NT14 = EvalSet("newstest2014", "wmt14/full")

@@ -434,7 +434,7 @@ class Preparation:
                     f"{logfile} ends with:\n{tail}"
                 )
         splits = {"train": "train", "valid": s.valid.testset}
-        splits.update({("test" if i == 0 else f"test{i}"): t for i, t in enumerate(tests)})
+        splits.update({split: t for t, split in s.test_splits.items()})
         sizes = {}
         for split, name in splits.items():
             n = count_lines(bpe[name][0][0])

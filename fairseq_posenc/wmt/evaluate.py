@@ -1,0 +1,109 @@
+"""Translating and scoring one cell: every test sentence translated (a missing hypothesis is
+an error; a source the model cannot represent is reported, see
+:class:`~fairseq_posenc.extrapolation.Untranslatable`), detokenized, scored with sacreBLEU
+as the paper did (cased, uncased with international tokenization, or tokenized), with chrF
+and the scores by source length beside it; the result and the hypotheses are kept for the
+table and its paired bootstrap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+from ..evaluation import by_length, scoring
+from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
+from .execute import final_checkpoint, run_fairseq
+from .manifest import load_manifest
+from .runs import Run, decoding, generate_args
+from .text import detokenize
+
+
+def hypotheses(generate_output: Path, expected: int,
+               untranslated: frozenset[int] = frozenset()) -> list[str]:
+    """``H-<id>`` lines sorted by id; every sentence must be there but the ``untranslated``
+    ones (sources the model cannot represent), which must not and get ``""``."""
+    hyps: dict[int, str] = {}
+    for line in generate_output.read_text(encoding="utf-8").splitlines():
+        if line.startswith("H-"):
+            head, _score, text = (line.split("\t") + [""])[:3]
+            hyps[int(head[2:])] = text
+    missing = sorted(set(range(expected)) - set(hyps) - untranslated)
+    if missing or len(hyps) + len(untranslated) != expected:
+        raise SystemExit(
+            f"{generate_output}: {len(hyps)} hypotheses for {expected} test sentences "
+            f"(missing ids {missing[:10]}...). fairseq dropped sentences: check "
+            "--required-batch-size-multiple 1 and --max-source-positions.")
+    return [hyps.get(i, "") for i in range(expected)]
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
+    """sacreBLEU's BLEU as the paper reports it (:func:`fairseq_posenc.evaluation.bleu`)."""
+    return scoring.bleu(hyps, refs, metric, lang)
+
+
+def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
+    checkpoints: dict[Path, Path] = {}
+    for run in runs:
+        manifest = load_manifest(data / run.column.dataset)
+        tests = {t["testset"]: t["split"] for t in manifest["tests"]}
+        if run.column.testset not in tests:
+            raise SystemExit(f"{run.column.dataset} has no {run.column.testset} test split "
+                             f"(it has {sorted(tests)}); rerun prepare.py")
+        split = tests[run.column.testset]
+        save = run.save_dir(work)
+        if save not in checkpoints:
+            checkpoints[save] = final_checkpoint(run, work)
+        bin_dir = data / run.column.dataset / "bin"
+        limits = checkpoint_limits(checkpoints[save])
+        lengths = source_sizes(bin_dir, split, run.column.src, run.column.tgt)
+        skip = Untranslatable.of(limits, lengths)
+        out_dir = (run.result_path(work).parent
+                   / f"generate.{run.column.testset}{run.seed_suffix}")
+        run_fairseq("fairseq-generate",
+                    generate_args(run, data, checkpoints[save], split, out_dir,
+                                  manifest["bpe"], skip), in_process,
+                    out_dir.with_name(out_dir.name + ".log"))
+        refs_dir = data / run.column.dataset / "refs"
+        ref_path = refs_dir / f"{run.column.testset}.{run.column.tgt}"
+        src_path = refs_dir / f"{run.column.testset}.{run.column.src}"
+        refs = read_lines(ref_path)
+        hyps = hypotheses(out_dir / f"generate-{split}.txt", len(refs), skip.sentences)
+        detok = detokenize(hyps, run.column.tgt, manifest["bpe"], manifest.get("tokenizer"))
+        detok = ["" if i in skip.sentences else h for i, h in enumerate(detok)]
+        hyp_path = run.result_path(work).with_suffix(f".hyp.{run.column.tgt}")
+        hyp_path.write_text("".join(h + "\n" for h in detok), encoding="utf-8")
+        scored = scoring.score(detok, refs, run.paper.metric, run.column.tgt)
+        buckets = by_length(read_lines(src_path), detok, refs, run.paper.metric,
+                            run.column.src, run.column.tgt,
+                            untranslated=[i in skip.sentences for i in range(len(refs))])
+        write_json(run.result_path(work), {
+            "paper": run.paper.key, "row": run.row.label, "column": run.column.label,
+            "encoding": run.row.encoding, "testset": run.column.testset, "pair": run.pair,
+            "metric": run.paper.metric, "bleu": round(scored.bleu, 2),
+            "signature": scored.bleu_signature, "chrf": round(scored.chrf, 2),
+            "chrf_signature": scored.chrf_signature, "sentences": len(refs),
+            "untranslated": sorted(skip.sentences), "notes": skip.notes(run.row.label),
+            "buckets": [dataclasses.asdict(b) for b in buckets],
+            "hypotheses": str(hyp_path), "references": str(ref_path), "source": str(src_path),
+            "checkpoint": str(checkpoints[save]),
+            "train_corpora": manifest["train_corpora"], "seed": run.seed,
+            "decoding": decoding(run.paper),
+        })
+        print(f"[reproduce] {run.paper.key} {run.row.label} {run.column.label}: "
+              f"BLEU {scored.bleu:.2f}, chrF {scored.chrf:.2f} ({scored.bleu_signature})"
+              + "".join(f"\n[reproduce]   {n}" for n in skip.notes(run.row.label)))
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def write_json(path: Path, obj: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    os.replace(tmp, path)
