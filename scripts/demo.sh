@@ -157,16 +157,13 @@ translate() {
     --path "$SAVE_DIR/checkpoint_best.pt" --beam 10 --lenpen 0.6 --remove-bpe \
     --required-batch-size-multiple 1 --batch-size 64 --gen-subset "$subset" > "$log" 2>&1 \
     || { tail -n 20 "$log" >&2; die "fairseq-generate failed on $name (see $log)"; }
-  # H-<id>\t<score>\t<hypothesis>, in batch order: sort by id, keep the text.
-  { grep -E $'^H-[0-9]+\t' "$log" || true; } > "$out.lines"
-  sed 's/^H-//' "$out.lines" | sort -t $'\t' -k1,1n | cut -f3 > "$out.tok.de"
-  local n_ref n_hyp n_ids
+  # every sentence's H- line, in the test set's order; a missing one is an error
+  local n_ref
   n_ref=$(wc -l < "$RAW/$name.de")
-  n_hyp=$(wc -l < "$out.tok.de")
-  n_ids=$(cut -f1 "$out.lines" | sort -u | wc -l)
-  rm -f "$out.lines"
-  [ "$n_hyp" -eq "$n_ref" ] && [ "$n_ids" -eq "$n_ref" ] \
-    || die "fairseq-generate produced $n_hyp hypotheses ($n_ids distinct ids) for $n_ref $name sentences"
+  python -m fairseq_posenc.hypotheses "$log" --expected "$n_ref" > "$out.tok.de" \
+      2> "$out.err" \
+    || { grep '^error' "$out.err" >&2; die "fairseq-generate did not translate every $name sentence (see $log)"; }
+  rm -f "$out.err"
   sacremoses -q -l de -j 2 detokenize -x < "$out.tok.de" > "$out.detok.de"
   echo "[demo]   $name: $n_ref sentences translated in $((SECONDS - start))s (log: $log)"
 }

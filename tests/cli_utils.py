@@ -235,21 +235,17 @@ def interactive_main(data_dir: str | os.PathLike, checkpoint: str | os.PathLike,
 
 def hypotheses(output: str, prefix: str = "H") -> dict[int, str]:
     """``{sentence id: text}`` of the ``H-`` (or ``D-``) lines of generate / interactive."""
-    result = {}
-    for line in output.splitlines():
-        if line.startswith(prefix + "-"):
-            fields = line.split("\t")
-            result[int(fields[0][len(prefix) + 1:])] = fields[2] if len(fields) > 2 else ""
-    return result
+    from fairseq_posenc.hypotheses import parse
+
+    return parse(output.splitlines(), prefix)
 
 
 def score_bleu(hyps: Sequence[str], refs: Sequence[str]):
-    """Corpus BLEU with sacreBLEU's Python API (``fairseq-score --sacrebleu`` is broken)."""
-    import sacrebleu
+    """Corpus BLEU (sacreBLEU's default, cased) and its signature, as the tools score
+    (``fairseq-score --sacrebleu`` is broken)."""
+    from fairseq_posenc.evaluation.scoring import bleu
 
-    bleu = sacrebleu.metrics.BLEU()
-    result = bleu.corpus_score(list(hyps), [list(refs)])
-    return result, str(bleu.get_signature())
+    return bleu(hyps, refs, "cased", "de")  # the language matters only for "tokenized"
 
 
 # --- subprocesses ---------------------------------------------------------------------

@@ -6,6 +6,9 @@ sacreBLEU's own download/md5/SGML code and fairseq-preprocess, with injected fau
 transfer cut half-way (resumed with Range), corrupt and truncated archives (detected and
 fetched again), a partial download left by a killed run, a damaged file found on a rerun,
 parallel files of different lengths, HTTP 404.
+
+One file of about 550 lines on purpose: every test here shares the module's fake mirror and
+loopback server (built once), and splitting them would build those twice.
 """
 
 from __future__ import annotations

@@ -158,6 +158,22 @@ def test_missing_hypotheses_are_an_error(tmp_path):
     assert evaluate.hypotheses(out, 2) == ["first", "second"]  # sorted by id
 
 
+def test_the_demo_reads_hypotheses_the_same_way(tmp_path):
+    """scripts/demo.sh collects hypotheses with ``python -m fairseq_posenc.hypotheses``: the
+    same lines in the same order, and the same error for a missing one."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "generate.log"
+    out.write_text("H-1\t-0.2\tsecond\nS-0\ta\nH-0\t-0.1\tfirst\n")
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.hypotheses", str(out),
+                           "--expected", "2"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == "first\nsecond\n"
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.hypotheses", str(out),
+                           "--expected", "3"], capture_output=True, text=True)
+    assert done.returncode == 1 and "2 hypotheses for 3 test sentences" in done.stderr
+
+
 def test_metrics_as_each_paper_reports_them():
     hyps, refs = ["The cat sat on the mat ."], ["the cat sat on the mat."]
     cased, sig_cased = evaluate.score(hyps, refs, "cased", "en")

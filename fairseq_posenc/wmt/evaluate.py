@@ -16,6 +16,7 @@ from typing import Sequence
 
 from ..evaluation import by_length, scoring
 from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
+from ..hypotheses import MissingHypotheses, read as read_hypotheses
 from .execute import final_checkpoint, run_fairseq
 from .manifest import load_manifest
 from .runs import Run, decoding, generate_args
@@ -24,20 +25,12 @@ from .text import detokenize
 
 def hypotheses(generate_output: Path, expected: int,
                untranslated: frozenset[int] = frozenset()) -> list[str]:
-    """``H-<id>`` lines sorted by id; every sentence must be there but the ``untranslated``
-    ones (sources the model cannot represent), which must not and get ``""``."""
-    hyps: dict[int, str] = {}
-    for line in generate_output.read_text(encoding="utf-8").splitlines():
-        if line.startswith("H-"):
-            head, _score, text = (line.split("\t") + [""])[:3]
-            hyps[int(head[2:])] = text
-    missing = sorted(set(range(expected)) - set(hyps) - untranslated)
-    if missing or len(hyps) + len(untranslated) != expected:
-        raise SystemExit(
-            f"{generate_output}: {len(hyps)} hypotheses for {expected} test sentences "
-            f"(missing ids {missing[:10]}...). fairseq dropped sentences: check "
-            "--required-batch-size-multiple 1 and --max-source-positions.")
-    return [hyps.get(i, "") for i in range(expected)]
+    """``H-<id>`` lines sorted by id (:func:`fairseq_posenc.hypotheses.read`); every
+    sentence must be there but the ``untranslated`` ones, which get ``""``."""
+    try:
+        return read_hypotheses(generate_output, expected, untranslated)
+    except MissingHypotheses as missing:
+        raise SystemExit(str(missing)) from None
 
 
 def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
