@@ -355,8 +355,32 @@ def test_table_scripts_are_the_recipes(tmp_path):
         subprocess.run(["bash", "-n", str(checked_in)], check=True)  # valid bash
     diet = (examples / "diet_table.sh").read_text()
     for flag_ in ("--arch transformer_wmt_en_de_diet_rel", "--max-update 250000",
-                  "--lr 9.88e-4", '--save-dir "$WORK/checkpoints/diet/diet_rel/wmt18_en_de.en-de"',
-                  "--task translation_gnmt", "--gen-subset test"):
+                  "--lr 9.88e-4", "--task translation_gnmt", "--gen-subset test",
+                  '--save-dir "$WORK/checkpoints/diet/diet_rel/wmt18_en_de.en-de$SUFFIX"'):
         assert flag_ in diet
     assert '"$DATA/wmt17_en_de/bin"' in (examples / "at5_table.sh").read_text()
     assert "--gen-subset test3" in (examples / "at5_table.sh").read_text()  # newstest2017
+
+
+def test_a_table_script_runs_the_recipes_commands_for_every_seed(tmp_path):
+    """Run at5_table.sh --seeds 2 with the tools replaced by shell functions that print
+    their arguments: its fairseq-train commands are the recipe's (train_args) for seeds 1
+    and 2, and evaluation covers both seeds."""
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "wmt" / "at5_table.sh"
+    stubs = ('fairseq-train() { echo "TRAIN $*"; }; posenc-prepare-wmt() { :; }; '
+             'posenc-reproduce() { echo "REPRODUCE $*"; }; python() { echo /U; }; ')
+    done = subprocess.run(["bash", "-c", stubs + f'source "{script}" --seeds 2'],
+                          capture_output=True, text=True, check=True, cwd=tmp_path)
+    printed = [line for line in done.stdout.splitlines() if line.startswith("TRAIN ")]
+    runs = wmt_runs.trainings(wmt_runs.select("at5", seeds=2))
+    expected = []
+    for run in runs:
+        args = wmt_runs.train_args(run, Path("data/wmt"), Path("work/wmt"), wmt_runs.Scale())
+        args[args.index("--user-dir") + 1] = "/U"
+        expected.append("TRAIN " + " ".join(args))
+    assert sorted(printed) == sorted(expected) and len(printed) == 8
+    assert "REPRODUCE evaluate --paper at5 --data data/wmt --work work/wmt --seeds 2" in done.stdout
+    bad = subprocess.run(["bash", str(script), "--bogus"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage:" in bad.stderr

@@ -5,6 +5,13 @@
 # do not edit (tests/test_wmt_reproduce.py fails when this file drifts from the recipes).
 # One GPU per run; `posenc-reproduce commands --paper extrapolation --gpus N` prints them for N GPUs.
 set -euo pipefail
+SEEDS=1   # --seeds N: train and evaluate seeds 1..N of every cell (mean ± std in the table)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seeds) SEEDS="$2"; shift 2 ;;
+    *) echo "usage: $0 [--seeds N]" >&2; exit 2 ;;
+  esac
+done
 DATA="${DATA:-data/wmt}"   # prepared datasets
 WORK="${WORK:-work/wmt}"   # checkpoints/ and results/
 USER_DIR="$(python -c 'import fairseq_posenc, os; print(os.path.dirname(fairseq_posenc.__file__))')"
@@ -12,251 +19,254 @@ USER_DIR="$(python -c 'import fairseq_posenc, os; print(os.path.dirname(fairseq_
 # 1. data
 posenc-prepare-wmt wmt17_en_de --dest "$DATA/wmt17_en_de"
 
-# 2. training: one model per row and dataset direction
+# 2. training: one model per row, dataset direction and seed
+for SEED in $(seq 1 "$SEEDS"); do
+  SUFFIX=""; [ "$SEED" = 1 ] || SUFFIX=".seed$SEED"   # seed 1 keeps the plain paths
 
-# Vaswani (--pos-encoding sinusoidal), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_sinusoidal \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/vaswani/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # Vaswani (--pos-encoding sinusoidal), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_sinusoidal \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/vaswani/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# learned (--pos-encoding learned), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_learned \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/learned/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # learned (--pos-encoding learned), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_learned \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/learned/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# T5 (--pos-encoding t5), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_t5 \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/t5/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # T5 (--pos-encoding t5), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_t5 \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/t5/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# DIET-REL (--pos-encoding diet_rel), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_diet_rel \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/diet_rel/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # DIET-REL (--pos-encoding diet_rel), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_diet_rel \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/diet_rel/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# DIET-ABS (--pos-encoding diet_abs), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_diet_abs \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/diet_abs/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # DIET-ABS (--pos-encoding diet_abs), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_diet_abs \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/diet_abs/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# DIET-ABS, 64 positions (--pos-encoding diet_abs), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_diet_abs \
-  --diet-abs-max-len 64 \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/diet_abs_64_positions/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # DIET-ABS, 64 positions (--pos-encoding diet_abs), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_diet_abs \
+    --diet-abs-max-len 64 \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/diet_abs_64_positions/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# ALiBi (--pos-encoding alibi), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_alibi \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/alibi/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # ALiBi (--pos-encoding alibi), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_alibi \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/alibi/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
 
-# RoPE (--pos-encoding rope), wmt17_en_de en-de
-fairseq-train "$DATA/wmt17_en_de/bin" \
-  --user-dir "$USER_DIR" \
-  --task translation_extrapolation \
-  --train-max-len 50 \
-  --source-lang en \
-  --target-lang de \
-  --arch transformer_wmt_en_de_rope \
-  --share-all-embeddings \
-  --optimizer adam \
-  --adam-betas '(0.9, 0.98)' \
-  --adam-eps 1e-9 \
-  --lr 7e-4 \
-  --lr-scheduler inverse_sqrt \
-  --warmup-updates 4000 \
-  --warmup-init-lr 1e-7 \
-  --criterion label_smoothed_cross_entropy \
-  --label-smoothing 0.1 \
-  --dropout 0.1 \
-  --weight-decay 0.0 \
-  --max-tokens 4096 \
-  --update-freq 7 \
-  --max-update 100000 \
-  --save-dir "$WORK/checkpoints/extrapolation/rope/wmt17_en_de.en-de" \
-  --seed 1 \
-  --no-epoch-checkpoints \
-  --log-format simple \
-  --log-interval 100 \
-  --distributed-world-size 1
+  # RoPE (--pos-encoding rope), wmt17_en_de en-de
+  fairseq-train "$DATA/wmt17_en_de/bin" \
+    --user-dir "$USER_DIR" \
+    --task translation_extrapolation \
+    --train-max-len 50 \
+    --source-lang en \
+    --target-lang de \
+    --arch transformer_wmt_en_de_rope \
+    --share-all-embeddings \
+    --optimizer adam \
+    --adam-betas '(0.9, 0.98)' \
+    --adam-eps 1e-9 \
+    --lr 7e-4 \
+    --lr-scheduler inverse_sqrt \
+    --warmup-updates 4000 \
+    --warmup-init-lr 1e-7 \
+    --criterion label_smoothed_cross_entropy \
+    --label-smoothing 0.1 \
+    --dropout 0.1 \
+    --weight-decay 0.0 \
+    --max-tokens 4096 \
+    --update-freq 7 \
+    --max-update 100000 \
+    --save-dir "$WORK/checkpoints/extrapolation/rope/wmt17_en_de.en-de$SUFFIX" \
+    --seed "$SEED" \
+    --no-epoch-checkpoints \
+    --log-format simple \
+    --log-interval 100 \
+    --distributed-world-size 1
+done
 
 # 3. translate and score every cell: checkpoint_last.pt of each model, every test sentence, detokenized,
-#    BLEU as the paper computed it, chrF, length buckets. For each cell it runs
+#    BLEU as the paper computed it, chrF, length buckets. For each cell (seed 1) it runs
 #    (and, where a model cannot represent a source, the flags that skip it and say so):
 #
 #   Vaswani, 2017:
@@ -386,7 +396,7 @@ fairseq-train "$DATA/wmt17_en_de/bin" \
 #     --max-tokens 8000 \
 #     --results-path "$WORK/results/extrapolation/rope/en-de/generate.newstest2017" \
 #     --num-workers 0
-posenc-reproduce evaluate --paper extrapolation --data "$DATA" --work "$WORK"
+posenc-reproduce evaluate --paper extrapolation --data "$DATA" --work "$WORK" --seeds "$SEEDS"
 
 # 4. the table: paper / ours / diff, chrF, p against the baseline, length buckets
 posenc-reproduce table --paper extrapolation --work "$WORK"
