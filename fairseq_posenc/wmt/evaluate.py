@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
 from ..evaluation import by_length, scoring
-from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
+from ..extrapolation import LengthLimits, Untranslatable, checkpoint_limits, source_sizes
 from ..hypotheses import MissingHypotheses, read as read_hypotheses
+from .common import read_lines, write_text_atomic
 from .execute import final_checkpoint, run_fairseq
 from .manifest import load_manifest
 from .runs import Run, decoding, generate_args
@@ -39,7 +39,8 @@ def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
 
 
 def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
-    checkpoints: dict[Path, Path] = {}
+    # one checkpoint (and its limits) per training: AT5's four test years share one
+    checkpoints: dict[Path, tuple[Path, LengthLimits]] = {}
     for run in runs:
         manifest = load_manifest(data / run.column.dataset)
         tests = {t["testset"]: t["split"] for t in manifest["tests"]}
@@ -49,15 +50,16 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         split = tests[run.column.testset]
         save = run.save_dir(work)
         if save not in checkpoints:
-            checkpoints[save] = final_checkpoint(run, work)
+            final = final_checkpoint(run, work)
+            checkpoints[save] = final, checkpoint_limits(final)
+        checkpoint, limits = checkpoints[save]
         bin_dir = data / run.column.dataset / "bin"
-        limits = checkpoint_limits(checkpoints[save])
         lengths = source_sizes(bin_dir, split, run.column.src, run.column.tgt)
         skip = Untranslatable.of(limits, lengths)
         out_dir = (run.result_path(work).parent
                    / f"generate.{run.column.testset}{run.seed_suffix}")
         run_fairseq("fairseq-generate",
-                    generate_args(run, data, checkpoints[save], split, out_dir,
+                    generate_args(run, data, checkpoint, split, out_dir,
                                   manifest["bpe"], skip), in_process,
                     out_dir.with_name(out_dir.name + ".log"))
         refs_dir = data / run.column.dataset / "refs"
@@ -68,7 +70,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         detok = detokenize(hyps, run.column.tgt, manifest["bpe"], manifest.get("tokenizer"))
         detok = ["" if i in skip.sentences else h for i, h in enumerate(detok)]
         hyp_path = run.result_path(work).with_suffix(f".hyp.{run.column.tgt}")
-        hyp_path.write_text("".join(h + "\n" for h in detok), encoding="utf-8")
+        write_text_atomic(hyp_path, "".join(h + "\n" for h in detok))
         scored = scoring.score(detok, refs, run.paper.metric, run.column.tgt)
         buckets = by_length(read_lines(src_path), detok, refs, run.paper.metric,
                             run.column.src, run.column.tgt,
@@ -82,7 +84,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
             "untranslated": sorted(skip.sentences), "notes": skip.notes(run.row.label),
             "buckets": [dataclasses.asdict(b) for b in buckets],
             "hypotheses": str(hyp_path), "references": str(ref_path), "source": str(src_path),
-            "checkpoint": str(checkpoints[save]),
+            "checkpoint": str(checkpoint),
             "train_corpora": manifest["train_corpora"], "seed": run.seed,
             "decoding": decoding(run.paper),
         })
@@ -91,12 +93,5 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
               + "".join(f"\n[reproduce]   {n}" for n in skip.notes(run.row.label)))
 
 
-def read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
-
-
 def write_json(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")

@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 from ..evaluation import BucketScore, bucket_table, plot_buckets
 from ..evaluation.significance import ALPHA, N_RESAMPLES, bleu_bootstrap
-from .evaluate import read_lines
+from .common import read_lines
 from .recipes import PAPERS, Paper
 from .runs import Run, decoding
 
