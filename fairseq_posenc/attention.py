@@ -24,8 +24,12 @@ Two paths:
   ``d_h + d_p``: ``[q_i, P_Q[pos_i]] . [k_j, P_K[pos_j]] = q_i.k_j + (P_Q P_K^T)[pos_i, pos_j]``,
   the same number without a ``len x len`` tensor or its gradient. That is the
   ``"concat"`` low-rank kernel, the default on CUDA, where one fwd+bwd attention call took
-  1.10 ms at head dimension 128 against 2.62 ms with the ``(B, H, T, T)`` bias and its
-  gradient (H100, bf16, B=64, T=512; issue 12). On CPU (``"auto"``) the low-rank term stays
+  1.31 ms at head dimension 128 against 2.84 ms with the ``(B, H, T, T)`` bias and its
+  gradient (H100, fp16, B=64, T=512), and DIET-ABS's training step 1.09-1.10x stock's at
+  512 tokens against 1.37 with the bias (``docs/benchmark-gpu.md``). The operands are read
+  once per forward, and padded with zeros to a multiple of 8 dimensions, which the fused
+  kernels need. Where another term adds a ``len x len`` bias anyway (TUPE-R's buckets),
+  the low-rank term joins that bias instead. On CPU (``"auto"``) the low-rank term stays
   the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
   product once per forward for all layers, read at the rows' positions.
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
@@ -62,6 +66,10 @@ from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
 
 #: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
 LowRankKernel = Literal["auto", "concat", "bias"]
+#: Kinds that add a ``len x len`` (or larger) tensor to the logits.
+MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
+                        PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
+                        PositionKind.PROJECTION})
 #: Kinds that need the logits written out (the explicit path).
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
@@ -88,6 +96,13 @@ def concat_low_rank(q: Tensor, k: Tensor,
     for p_q, p_k in operands:
         qs.append(p_q.to(q.dtype).expand(batch, heads, -1, -1))
         ks.append(p_k.to(k.dtype).expand(batch, heads, -1, -1))
+    # Zeros up to a multiple of 8 dimensions: the fused CUDA kernels take no other head
+    # dimension, and SDPA fell back to its math path for causal ALiBi's 64 + 2 (1.49x
+    # stock's training step at 512 tokens, H100, fp16; 1.05 with the bias).
+    extra = -sum(x.size(-1) for x in qs) % 8
+    if extra:
+        qs.append(q.new_zeros(batch, heads, q.size(2), extra))
+        ks.append(k.new_zeros(batch, heads, k.size(2), extra))
     return torch.cat(qs, dim=-1), torch.cat(ks, dim=-1)
 
 
@@ -219,6 +234,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
         explicit = need_weights or tgt_len == 1 or any(t.kind in NEEDS_LOGITS for t in terms)
         concatenated = [] if explicit else [
             t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
+        if any(t.kind in MASK_SIZED for t in terms if t not in concatenated):
+            # Another term adds a len x len bias anyway (TUPE-R's buckets): the low-rank
+            # term joins it, computed once per forward for all layers, which was cheaper
+            # than extra dimensions in every layer (training step 1.165 against 1.247x
+            # stock's at 128 tokens, H100, fp16).
+            concatenated = []
 
         def bias_of(term: PositionEncoding) -> Optional[Tensor]:
             """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``."""

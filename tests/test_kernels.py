@@ -42,7 +42,8 @@ def set_kernel(module: torch.nn.Module, kernel: str) -> None:
 
 def layer_run(attn, x, causal, padding):
     T = x.size(0)
-    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
+    mask = (torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype, device=x.device), 1)
+            if causal else None)
     params = [p for p in (*attn.parameters(), *attn.encoding.parameters())]
     for p in params:
         p.grad = None
@@ -125,3 +126,59 @@ def test_models_with_the_concatenated_kernel(encoding):
         for t in range(prev.size(1)):
             step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
             assert (step - outputs["concat"][1][:, t]).abs().max() < 1e-5, t
+
+
+def test_read_rows_equals_indexing_values_and_gradients():
+    """The one-hot product that reads a low-rank term's rows at real positions equals
+    ``table[:, positions]``, forward and backward (float64)."""
+    from fairseq_posenc.encodings.base import read_rows
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(3, 7, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    positions = torch.randint(0, 7, (4, 6), generator=g)
+    weights = torch.randn(4, 3, 6, 5, dtype=torch.float64, generator=g)
+    (read_rows(table, positions) * weights).sum().backward()
+    got = table.grad.clone()
+    table.grad = None
+    ref = table[:, positions].transpose(0, 1)
+    (ref * weights).sum().backward()
+    assert torch.equal(read_rows(table, positions), ref)
+    assert torch.allclose(got, table.grad, rtol=0, atol=1e-12)
+
+
+def test_concatenated_dimensions_are_padded_to_a_multiple_of_8():
+    """The fused CUDA kernels take head dimensions in multiples of 8; zeros fill up."""
+    from fairseq_posenc.attention import concat_low_rank
+    q, k = torch.randn(2, 3, 5, 64), torch.randn(2, 3, 5, 64)
+    p_q, p_k = torch.randn(1, 1, 5, 2), torch.randn(1, 1, 5, 2)
+    cq, ck = concat_low_rank(q, k, [(p_q, p_k)])
+    assert cq.shape[-1] == ck.shape[-1] == 72
+    assert torch.allclose(cq @ ck.transpose(-1, -2), q @ k.transpose(-1, -2) + p_q @ p_k.transpose(-1, -2),
+                          atol=1e-5)
+
+
+@pytest.mark.parametrize("q_len,k_len,q_offset,r_lo,r_hi", [
+    (9, 9, 0, -3, 3),     # encoder self-attention, clip 3
+    (9, 9, 0, -16, 16),   # clip beyond the length: no key reaches the clipped rows
+    (9, 9, 0, -3, 0),     # causal decoder's k + 1 rows
+    (1, 7, 6, -3, 0),     # one decoding step
+    (4, 7, 3, -1, 1),     # the last 4 queries, clip 1 (no distance inside the range)
+])
+def test_sums_by_clipped_distance_equal_scatter_add(q_len, k_len, q_offset, r_lo, r_hi):
+    """Shaw's sums per clipped distance (the value term, and the key term's gradient)
+    against ``scatter_add`` along the clipped index, float64, values and gradients."""
+    from fairseq_posenc.positions import (clipped_index, read_by_clipped_distance,
+                                          relative_positions, sum_by_clipped_distance)
+    g = torch.Generator().manual_seed(0)
+    rows = r_hi - r_lo + 1
+    index = clipped_index(relative_positions(q_len, k_len, q_offset), r_lo, r_hi)
+    x = torch.randn(2, 3, q_len, k_len, dtype=torch.float64, generator=g)
+    ref = torch.zeros(2, 3, q_len, rows, dtype=torch.float64).scatter_add_(
+        -1, index.expand_as(x), x)
+    assert torch.allclose(sum_by_clipped_distance(x, q_offset, r_lo, r_hi), ref,
+                          rtol=0, atol=1e-12)
+    per_distance = torch.randn(2, 3, q_len, rows, dtype=torch.float64, generator=g,
+                               requires_grad=True)
+    out = read_by_clipped_distance(per_distance, index, q_offset, r_lo, r_hi)
+    assert torch.equal(out, per_distance.gather(-1, index.expand_as(x)))
+    (out * x).sum().backward()
+    assert torch.allclose(per_distance.grad, ref, rtol=0, atol=1e-12)

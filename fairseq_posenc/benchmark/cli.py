@@ -5,6 +5,8 @@
     posenc-benchmark --encodings t5 shaw --sizes small --lengths 30 --reps 3
     posenc-benchmark --level layer rest               # the parts only, ~25 min
     posenc-benchmark --render runs/benchmark.json     # a run's report again
+    posenc-benchmark --merge a.json b.json --out-md docs/benchmark-gpu.md \
+        --out-flat-json docs/benchmark-gpu.json       # GPU runs as one report
 
 ``python scripts/benchmark.py`` and ``python -m fairseq_posenc.benchmark`` are the same
 command. What is timed and how, the from-parts ratio, memory, the targets and the full
@@ -21,9 +23,10 @@ import sys
 from typing import Optional, Sequence
 
 from .machine import REPO
+from .merged import merged_document
 from .report import markdown_document
 from .runner import run
-from .settings import DTYPES, LEVELS, SIZES
+from .settings import DTYPES, KINDS, LEVELS, SIZES
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", nargs="+", choices=sorted(DTYPES),
                    help="precision of the models, as fairseq-train --fp16 / --bf16 "
                         "(default: float16 bfloat16 on CUDA, float32 on CPU)")
+    p.add_argument("--calls", nargs="+", choices=KINDS, default=list(KINDS),
+                   help="the model level's calls to time (default: all); e.g. train alone "
+                        "at lengths where beam search would take most of the run")
     p.add_argument("--batch-tokens", type=int,
                    help="training batch of about this many source tokens per length "
                         "(default on CUDA: 32768; on CPU the sentences of --batch)")
@@ -73,6 +79,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--render", metavar="JSON",
                    help="time nothing: print the Markdown report of an earlier run's "
                         "--out-json file, laid out by this version of the script")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="time nothing: merge earlier runs' --out-json files (GPU runs split "
+                        "to fit a lease) into --out-md and --out-flat-json, a later run's "
+                        "figures replacing an earlier one's; docs/benchmark-gpu.md is made so")
     return p
 
 
@@ -84,12 +94,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.render) as f:
             print(markdown_document(json.load(f)))
         return 0
+    if args.merge:
+        docs = []
+        for path in args.merge:
+            with open(path) as f:
+                docs.append(json.load(f))
+        md, flat = merged_document(docs)
+        with open(args.out_md, "w") as f:
+            f.write(md)
+        if args.out_flat_json:
+            with open(args.out_flat_json, "w") as f:
+                f.write(json.dumps(flat, indent=1) + "\n")
+        print(md.split("\n\n# Run 1")[0])
+        return 0
     doc = run(encodings=args.encodings, sizes=args.sizes, lengths=args.lengths, reps=args.reps,
               stock_every=args.stock_every, batch=args.batch,
               translate_sentences=args.translate_sentences, vocab=args.vocab, beam=args.beam,
               threads=args.threads, device=args.device, seed=args.seed, quick=args.quick,
               out_md=args.out_md, out_json=args.out_json, out_flat_json=args.out_flat_json,
-              dtypes=args.dtype, batch_tokens=args.batch_tokens,
+              dtypes=args.dtype, batch_tokens=args.batch_tokens, kinds=args.calls,
               levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
               layer_reps=args.layer_reps, rest_reps=args.rest_reps,
               command=[os.path.basename(sys.executable), *sys.argv] if argv is None

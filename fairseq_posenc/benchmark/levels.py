@@ -31,7 +31,7 @@ from .memory import measure_memory
 from .parts import later_layer_cell
 from .records import (LayerResult, LayerSummary, Memory, ModelResult, Ratios,
                       RestResult, Times)
-from .settings import CONTROL, KINDS, LAYER_CALLS, LAYER_KINDS, REST_KINDS, STOCK, TARGETS, Config
+from .settings import CONTROL, LAYER_CALLS, LAYER_KINDS, REST_KINDS, STOCK, TARGETS, Config
 from .targets import layer_bounds, summarize
 from .timing import interleave, median_seconds, ratio_cell, timed, warm_up_and_interleave
 from .workload import (Batch, attention_decode, attention_encode, attention_train, build_model,
@@ -76,7 +76,8 @@ def build_models(names: Sequence[str], cfg: Config, inputs: Inputs, device: torc
         model = build_model(name, cfg.size, inputs.dictionary, cfg.seed, device, layers=layers,
                             dtype=cfg.torch_dtype)
         models[name] = ModelUnderTest(
-            name, model, make_generator(model, inputs.dictionary, cfg.beam, cfg.length),
+            name, model, make_generator(model, inputs.dictionary, cfg.beam, cfg.length,
+                                        half=cfg.torch_dtype != torch.float32),
             {tuple(p.shape) for p in model.parameters()})
     return models
 
@@ -128,26 +129,39 @@ def run_model_config(cfg: Config, encodings: Sequence[str], device: torch.device
 
     # Warm-up and memory round: each model's first calls, under the memory tracker.
     memory: dict[str, dict[str, Memory]] = {}
+    out_of_memory: list[str] = []
     t0 = time.perf_counter()
     for name in names:
         m = models[name]
         optimizer = make_optimizer(m.model.parameters())
         init_optimizer_state(optimizer)
-        memory[name] = {
-            "train": measure_memory(
-                lambda: train_step(m.model, optimizer, inputs.batch, inputs.pad), device,
-                m.param_shapes),
-            "forward": measure_memory(lambda: full_forward(m.model, inputs.batch), device,
-                                      m.param_shapes),
-            "translate": measure_memory(lambda: translate(m.model, m.generator, inputs.sources),
-                                        device, m.param_shapes),
+        calls = {
+            "train": lambda: train_step(m.model, optimizer, inputs.batch, inputs.pad),
+            "forward": lambda: full_forward(m.model, inputs.batch),
+            "translate": lambda: translate(m.model, m.generator, inputs.sources),
         }
+        try:
+            memory[name] = {kind: measure_memory(calls[kind], device, m.param_shapes,
+                                                 track=device.type != "cuda"
+                                                 or kind != "translate")
+                            for kind in cfg.kinds}
+        except torch.OutOfMemoryError:
+            if name == STOCK:
+                raise
+            # e.g. huang3's len x len x d_h tensor at 512 tokens x 32k: left out, and said
+            out_of_memory.append(name)
+            log(f"[{cfg.key}] {name}: out of memory on {device}; left out of the timings")
         del optimizer
         m.model.zero_grad(set_to_none=True)
+        if name in out_of_memory:
+            del models[name], m
+            torch.cuda.empty_cache()
     log(f"[{cfg.key}] warm-up and memory round {time.perf_counter() - t0:.1f}s")
+    timed_names = [n for n in timed_names if n not in out_of_memory]
+    names = [STOCK, *timed_names]
 
     times, ratios = interleave(
-        timed_names, KINDS, lambda name, kind: model_call(models[name], kind, inputs, cfg.seed,
+        timed_names, cfg.kinds, lambda name, kind: model_call(models[name], kind, inputs, cfg.seed,
                                                           device),
         cfg.reps, cfg.stock_every, cfg.seed,
         lambda rep, seconds: log(f"[{cfg.key}] repetition {rep + 1}/{cfg.reps} {seconds:.1f}s"))
@@ -155,6 +169,7 @@ def run_model_config(cfg: Config, encodings: Sequence[str], device: torch.device
     del models
     return {
         "size": cfg.size, "length": cfg.length, "dtype": cfg.dtype, "batch_sentences": cfg.batch,
+        "kinds": list(cfg.kinds), "out_of_memory": out_of_memory,
         "translate_sentences": cfg.translate, "beam": cfg.beam, "reps": cfg.reps,
         "vocab": cfg.vocab, "seed": cfg.seed,
         "model": dict(cfg.spec),
@@ -249,10 +264,11 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
                                            cfg.seed, log, f"layer/len{cfg.length}")
     del layers, optimizers
     return _part_result("layer", cfg, cfg.layer_reps, config_start, times, ratios,
-                        layer_summary(timed_names, times, ratios), decode_rows=rows)
+                        layer_summary(timed_names, times, ratios, cfg.targets), decode_rows=rows)
 
 
-def layer_summary(timed_names: Sequence[str], times: Times, ratios: Ratios) -> LayerSummary:
+def layer_summary(timed_names: Sequence[str], times: Times, ratios: Ratios,
+                  targets: dict[str, tuple[float, float]] = TARGETS) -> LayerSummary:
     """Per model: the first layers' ratios, the later layers' (:func:`.parts.later_layer_cell`)
     and, for an encoding with targets, the bounds they give (:func:`.targets.layer_bounds`)."""
     stock_seconds = {k: median_seconds(times[STOCK][k]) for k in LAYER_CALLS}
@@ -264,8 +280,8 @@ def layer_summary(timed_names: Sequence[str], times: Times, ratios: Ratios) -> L
             row["later"][kind] = later_layer_cell(
                 ratios[name][kind], ratios[name][f"{kind}_2"], stock_seconds[kind],
                 stock_seconds[f"{kind}_2"])
-        if name in TARGETS:
-            row["bound"] = layer_bounds(name, row)
+        if name in targets:
+            row["bound"] = layer_bounds(name, row, targets)
         summary["models"][name] = row
     return summary
 

@@ -52,6 +52,8 @@ def attach_part_estimates(results: Sequence[ModelResult],
         layer, rest = layers_at.get(r["length"]), rest_at.get(r["length"])
         n_layers = r["model"]["layers"]
         t_model = r["summary"]["stock_seconds"]
+        if any(kind not in t_model for kind in LAYER_KINDS):
+            continue  # the model level timed only some calls (--calls): no ratio to split
         first: Optional[dict[str, float]] = None
         later: Optional[dict[str, float]] = None
         if layer is not None:

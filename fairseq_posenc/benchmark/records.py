@@ -59,10 +59,11 @@ MemoryCheck = TypedDict("MemoryCheck", {
 
 class ModelRow(TypedDict):
     """One model of the model level: per kind of call (train, forward, translate) its
-    :class:`RatioCell`, then memory, verdicts and (from :mod:`.parts`) the from-parts ratio."""
-    train: RatioCell
-    forward: RatioCell
-    translate: RatioCell
+    :class:`RatioCell` (the kinds timed: ``--calls``), then memory, verdicts and (from
+    :mod:`.parts`) the from-parts ratio."""
+    train: NotRequired[RatioCell]
+    forward: NotRequired[RatioCell]
+    translate: NotRequired[RatioCell]
     peak_ratio: dict[str, float]
     largest_rel: dict[str, float]
     quadratic_dh: list[str]
@@ -98,6 +99,8 @@ class _Timed(TypedDict):
 
 class ModelResult(_Timed):
     """One size x length x dtype of the model level."""
+    kinds: NotRequired[list[str]]  # the calls timed (absent in runs before --calls: all)
+    out_of_memory: NotRequired[list[str]]  # models left out: their warm-up ran out of memory
     vocab: int
     head_dim: int
     stock_every: int

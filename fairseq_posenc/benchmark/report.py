@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .parts import FROM_PARTS_FORMULA
 from .records import Document, LayerResult, ModelResult, RestResult
-from .settings import CONTROL, KINDS, LAYER_KINDS, REST_KINDS, SHORT, STOCK, TARGETS
+from .settings import CONTROL, KINDS, LAYER_KINDS, REST_KINDS, SHORT, STOCK
 
 
 def label(name: str) -> str:
@@ -55,12 +55,21 @@ def verdict_text(name: str, checks: Mapping[str, Any],
             if from_parts is not None and not c["pass"] and from_parts[kind] <= c["limit"]:
                 text += " (parts PASS)"
             parts.append(text)
+    peak = checks.get("peak_memory")
+    if peak is not None:
+        parts.append(f"mem <= {peak['limit']:.2f} {'PASS' if peak['pass'] else 'FAIL'}")
     mem = checks.get("memory")
     if mem is not None and (not mem["pass"] or mem["expected_quadratic"]):
         parts.append(f"memory {'PASS' if mem['pass'] else 'FAIL'}")
     if not parts:
         return "- (no target)"
     return "; ".join(parts)
+
+
+def _ms(stock_seconds: Mapping[str, float], kind: str) -> str:
+    """Stock's median time of a call in ms, or "not timed" (``--calls``)."""
+    return (f"{1000 * stock_seconds[kind]:.0f} ms" if kind in stock_seconds
+            else "not timed")
 
 
 def model_table(result: ModelResult) -> str:
@@ -71,11 +80,11 @@ def model_table(result: ModelResult) -> str:
         f"{result['model']['dim']} wide, {result['model']['heads']} heads), source length "
         f"{result['length']}" + dtype_note(result),
         "",
-        f"Stock fairseq: train {1000 * st['train']:.0f} ms/step ({result['batch_sentences']} "
-        f"sentences), forward {1000 * st['forward']:.0f} ms, translate "
-        f"{1000 * st['translate']:.0f} ms ({result['translate_sentences']} sentences, beam "
+        f"Stock fairseq: train {_ms(st, 'train')}/step ({result['batch_sentences']} "
+        f"sentences), forward {_ms(st, 'forward')}, translate "
+        f"{_ms(st, 'translate')} ({result['translate_sentences']} sentences, beam "
         f"{result['beam']}, {result['length'] + 1} steps); identical stock calls varied by "
-        + " / ".join(f"x{s['stock_spread'][k]:.2f}" for k in KINDS)
+        + " / ".join(f"x{s['stock_spread'][k]:.2f}" if k in st else "-" for k in KINDS)
         + " (max/min, train / forward / translate)"
         + ("" if result.get("other_processes_cores") is None else
            f"; other processes used {result['other_processes_cores']:.2f} cores meanwhile")
@@ -91,12 +100,15 @@ def model_table(result: ModelResult) -> str:
         rel = max(row["largest_rel"].values())
         parts = row.get("from_parts")
         rows.append([
-            label(name), *(fmt_ratio(row[k]) for k in KINDS),
-            " / ".join(f"{row['peak_ratio'][k]:.2f}" for k in KINDS),
+            label(name), *(fmt_ratio(row[k]) if k in row else "-" for k in KINDS),
+            " / ".join(f"{row['peak_ratio'][k]:.2f}" if k in row else "-" for k in KINDS),
             (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
              if row["quadratic_dh"] else f"{rel:.3f}"),
             "-" if parts is None else " / ".join(f"{parts[k]:.3f}" for k in LAYER_KINDS),
             verdict_text(name, row["verdict"], parts)])
+    oom = result.get("out_of_memory") or []
+    if oom:
+        rows.append([f"{', '.join(oom)}: out of memory (left out)", *["-"] * 7])
     return "\n".join(lines + table(
         ["encoding", "train", "forward", "translate", "peak mem train / fwd / transl",
          "largest tensor / (B H len^2 d_h)", "from parts: train / transl", "target"], rows))
@@ -176,11 +188,14 @@ def summary_table(doc: Document) -> str:
         "(`*`: some repetitions on the other side of the limit).",
         "",
     ]
-    names = [CONTROL, *sorted(doc["encodings"], key=lambda e: (e not in TARGETS, e))]
+    targets = {name: (t["train"], t["translate"]) for name, t in doc["targets"].items()}
+    names = [CONTROL, *sorted(doc["encodings"], key=lambda e: (e not in targets, e))]
     table_rows = []
     for name in names:
-        rows = [r["summary"]["models"][name] for r in results]
-        limits = TARGETS.get(name)
+        rows = [r["summary"]["models"][name] for r in results if name in r["summary"]["models"]]
+        if not rows:
+            continue
+        limits = targets.get(name)
         from_parts = ([row["from_parts"] for row in rows]
                       if all("from_parts" in row for row in rows) else None)
         worst = (None if from_parts is None
@@ -193,14 +208,16 @@ def summary_table(doc: Document) -> str:
                 ok = worst[kind] <= limit
                 verdicts.append(f"{SHORT[kind]} {'PASS' if ok else 'FAIL'} ({parts})")
                 continue
-            checks = [row["verdict"][kind] for row in rows]
+            checks = [row["verdict"][kind] for row in rows if kind in row["verdict"]]
+            if not checks:
+                continue  # not timed (--calls)
             failed = [c for c in checks if not c["pass"]]
             mark = "*" if failed and not any(c["conclusive"] for c in failed) else ""
             verdicts.append(f"{SHORT[kind]} {'FAIL' if failed else 'PASS'}{mark} "
-                            f"({n - len(failed)}/{n} medians)")
-        measured = [f"{min(row[k]['ratio'] for row in rows):.2f}-"
-                    f"{max(row[k]['ratio'] for row in rows):.2f}"
-                    for k in LAYER_KINDS]
+                            f"({len(checks) - len(failed)}/{len(checks)} medians)")
+        measured = [f"{min(row[k]['ratio'] for row in rows if k in row):.2f}-"
+                    f"{max(row[k]['ratio'] for row in rows if k in row):.2f}"
+                    if any(k in row for row in rows) else "-" for k in LAYER_KINDS]
         level_cells = []
         for layer in layer_results:
             layer_row = layer["summary"]["models"].get(name)
@@ -276,10 +293,17 @@ def flat_results(doc: Document) -> dict[str, Any]:
                 "size": result["size"], "length": result["length"],
                 "dtype": result.get("dtype", "float32"),
                 "batch_sentences": result["batch_sentences"],
-                "train_ratio": row["train"]["ratio"],
-                "translate_ratio": row["translate"]["ratio"],
-                "memory_ratio": row["peak_ratio"]["train"],
+                # None: the call was not timed in this run (--calls)
+                "train_ratio": row["train"]["ratio"] if "train" in row else None,
+                "translate_ratio": row["translate"]["ratio"] if "translate" in row else None,
+                "memory_ratio": row["peak_ratio"].get("train"),
             })
+        for name in result.get("out_of_memory") or []:
+            records.append({
+                "encoding": name, "size": result["size"], "length": result["length"],
+                "dtype": result.get("dtype", "float32"),
+                "batch_sentences": result["batch_sentences"], "train_ratio": None,
+                "translate_ratio": None, "memory_ratio": None, "out_of_memory": True})
     m = doc["machine"]
     return {"device": m.get("gpu", m["device"]), "torch": m["torch"], "command": doc["command"],
             "results": records}

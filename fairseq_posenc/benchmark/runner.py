@@ -23,8 +23,8 @@ from .machine import machine_info, torch_threads, usable_cores
 from .parts import attach_part_estimates
 from .records import Document, LayerResult, ModelResult, RestResult
 from .report import flat_results, layer_table, markdown_document, model_table, rest_table
-from .settings import (CUDA_DEFAULTS, DEFAULTS, DTYPES, LEVELS, QUICK, SIZES, TARGETS,
-                       configs_per_length, make_configs)
+from .settings import (CUDA_DEFAULTS, DEFAULTS, DTYPES, KINDS, LEVELS, QUICK, SIZES,
+                       configs_per_length, make_configs, targets_for)
 from .targets import failures
 
 
@@ -50,6 +50,7 @@ def run(
     out_flat_json: Optional[str] = None,
     dtypes: Optional[Sequence[str]] = None,
     batch_tokens: Optional[int] = None,
+    kinds: Sequence[str] = KINDS,
     command: Optional[Sequence[str]] = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> Document:
@@ -81,7 +82,10 @@ def run(
     configs = make_configs(
         defaults, sizes, lengths, dtypes, seed, batch=batch, batch_tokens=batch_tokens,
         translate_sentences=translate_sentences, reps=reps, stock_every=stock_every, beam=beam,
-        vocab=vocab, layer_reps=layer_reps, rest_reps=rest_reps)
+        vocab=vocab, layer_reps=layer_reps, rest_reps=rest_reps, kinds=kinds,
+        device_type=dev.type)
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise ValueError(f"calls must be among {KINDS}, got {list(kinds)}")
     unknown_levels = [x for x in levels if x not in LEVELS]
     if unknown_levels or not levels:
         raise ValueError(f"levels must be among {LEVELS}, got {list(levels)}")
@@ -98,6 +102,9 @@ def run(
             for cfg in configs:
                 results.append(run_model_config(cfg, encodings, dev, log))
                 log(model_table(results[-1]))
+                if out_json:  # what a later configuration's crash would otherwise lose
+                    with open(out_json + ".partial", "w") as f:
+                        json.dump({"results": results}, f, indent=1)
         if "layer" in levels:
             # the layers of every size are alike (512 wide, 8 heads): once per length
             for cfg in configs_per_length(configs):
@@ -116,7 +123,8 @@ def run(
         "machine": info,
         "wall_seconds": time.time() - started,
         "encodings": encodings,
-        "targets": {k: {"train": v[0], "translate": v[1]} for k, v in TARGETS.items()},
+        "targets": {k: {"train": v[0], "translate": v[1]}
+                    for k, v in targets_for(dev.type).items()},
         "levels": list(levels),
         "results": results,
         "layer_results": layer_results,

@@ -39,6 +39,7 @@ import argparse
 from typing import Any, ClassVar, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind, Window
@@ -299,9 +300,27 @@ def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: 
     p_q, p_k = term.factors(min(k_len, term.max_len), ctx)
     if positions is None:  # the indices: slices
         return p_q[None, :, q_offset:k_len], p_k[None, :, :k_len]
-    positions = positions.to(p_q.device)
-    return (p_q[:, positions[:, q_offset:]].transpose(0, 1),
-            p_k[:, positions].transpose(0, 1))
+    # Read once per forward for every layer that shares the term (they all get the same
+    # mask tensor); autograd sums the layers' gradients into the one read.
+    return ctx.latest(term, "low_rank_operands", (key_padding_mask, q_len, k_len, q_offset),
+                      lambda: (read_rows(p_q, positions[:, q_offset:]),
+                               read_rows(p_k, positions)),
+                      batch_dependent=True)
+
+
+def read_rows(table: Tensor, positions: Tensor) -> Tensor:
+    """``table[h, positions[b, t]]``: ``(B, H, T, d)`` from an ``(H, n, d)`` table and
+    ``(B, T)`` positions, as one-hot rows times the table.
+
+    Exact (one non-zero product per output), and its backward is one matrix product.
+    Indexing (``table[:, positions]``), whose backward is an accumulating ``index_put``,
+    made DIET-ABS's training step 1.67x stock's on an H100 (fp16, 256 x 128 tokens; 1.10
+    with the bias path), read in every layer."""
+    heads, n, d = table.shape
+    batch, length = positions.shape
+    one_hot = F.one_hot(positions.to(table.device), n).to(table.dtype)  # (B, T, n)
+    rows = one_hot.view(-1, n) @ table.transpose(0, 1).reshape(n, heads * d)
+    return rows.view(batch, length, heads, d).transpose(1, 2)
 
 
 SHARING_CHOICES = ("none", "layer", "head")

@@ -9,7 +9,9 @@ used).
 
 No ``len x len x d_h`` tensor is built: the key term is ``q @ aK^T`` (``len x (2k+1)``)
 gathered by clipped distance, and the value term sums the probabilities per clipped
-distance (``len x (2k+1)``) and multiplies by ``aV``.
+distance (``len x (2k+1)``) and multiplies by ``aV``. Both sums by clipped distance (the
+value term's, and the key term's gradient) are a gather and two masked sums, not a
+``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`).
 
 Deviations: the causal decoder sees only ``c <= 0``, so its tables have the ``k + 1`` rows
 it can use (tensor2tensor allocates ``2k+1`` there and never trains the other ``k``).
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind
+from ..positions import read_by_clipped_distance, sum_by_clipped_distance
 from .base import PositionEncoding, clipped_distance_index
 from .flags import Flag
 from .registry import register_encoding
@@ -64,12 +67,18 @@ class Shaw(PositionEncoding):
         k_len = k.size(-2)
         idx = self._index(q.size(-2), k_len, q_offset, ctx)
         per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
-        return per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))
+        return read_by_clipped_distance(per_distance, idx, q_offset, self.r_lo, self.r_hi)
 
     def value_term(self, probs: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         assert self.rel_value is not None
-        idx = self._index(probs.size(-2), probs.size(-1), q_offset, ctx)
-        rows = self.rel_value.size(0)
-        per_distance = probs.new_zeros(*probs.shape[:-1], rows)
-        per_distance.scatter_add_(-1, idx.expand_as(probs), probs)
+        q_len, k_len = probs.shape[-2:]
+        if q_len == 1:
+            # A decoding step: one scatter_add over one row. Beam search is bound by kernel
+            # launches, and the seven kernels of the sums below made beam-10 translation
+            # 1.50x stock's against 1.26x (H100, fp16, 64 x 128 tokens).
+            idx = self._index(1, k_len, q_offset, ctx)
+            per_distance = probs.new_zeros(*probs.shape[:-1], self.r_hi - self.r_lo + 1)
+            per_distance.scatter_add_(-1, idx.expand_as(probs), probs)
+        else:
+            per_distance = sum_by_clipped_distance(probs, q_offset, self.r_lo, self.r_hi)
         return torch.matmul(per_distance, self.rel_value.to(probs.dtype))
