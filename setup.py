@@ -31,6 +31,7 @@ setup(
             "posenc-score = fairseq_posenc.evaluation.cli:main",
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
             "posenc-params = fairseq_posenc.params:main",
+            "posenc-prepare-corpus = fairseq_posenc.corpus:main",
             "posenc-prepare-wmt = fairseq_posenc.wmt.cli:main",
             "posenc-reproduce = fairseq_posenc.wmt.reproduce:main",
         ],

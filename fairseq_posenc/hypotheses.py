@@ -8,6 +8,10 @@ last, smaller batch; ``--skip-invalid-size-inputs-valid-test`` drops long ones),
 source the model cannot represent), which get an empty line.
 
     python -m fairseq_posenc.hypotheses generate.log --expected 300 > hyp.tok.de
+    python -m fairseq_posenc.hypotheses generate.log --expected 300 --detokenize DATA/bpe
+
+``--detokenize`` turns the (``--remove-bpe``) hypotheses back into raw text as the data
+directory's ``bpe.json`` says (:func:`fairseq_posenc.wmt.text.detokenize`).
 """
 
 from __future__ import annotations
@@ -58,9 +62,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("output", type=Path, help="what fairseq-generate printed")
     p.add_argument("--expected", type=int, required=True, help="sentences in the test set")
+    p.add_argument("--detokenize", type=Path, metavar="BPE_DIR",
+                   help="detokenize as BPE_DIR/bpe.json says (posenc-prepare-corpus or "
+                        "posenc-prepare-wmt output)")
+    p.add_argument("--lang", help="with --detokenize: the hypotheses' language (default: "
+                                  "the last of bpe.json's langs)")
     args = p.parse_args(argv)
     try:
         lines = read(args.output, args.expected)
+        if args.detokenize is not None:
+            import json
+
+            from .wmt.text import detokenize
+            settings = json.loads((args.detokenize / "bpe.json").read_text())
+            lines = detokenize(lines, args.lang or settings["langs"][-1], settings["bpe"],
+                               settings.get("tokenizer"))
     except (MissingHypotheses, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

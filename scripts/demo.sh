@@ -16,8 +16,8 @@
 #   DEMO_REBUILD=1  re-create the corpus and binarized data even if they are up to date
 #
 # Steps: environment, toy corpus (with a test_long split of sentences longer than any
-# training sentence), tokenize, BPE, binarize, train, translate test and test_long (beam
-# 10), score (sacreBLEU, posenc-score: BLEU, chrF and BLEU/chrF by source length),
+# training sentence), tokenize + BPE + binarize (posenc-prepare-corpus, the WMT
+# preparation's own steps), train, translate test and test_long (beam 10), score (sacreBLEU, posenc-score: BLEU, chrF and BLEU/chrF by source length),
 # inspect the trained position terms (posenc-inspect).
 #
 # Outputs: $DEMO_DIR/{raw,tok,bpe,bin} (data, shared by all encodings; bin holds the
@@ -52,7 +52,7 @@ DEMO_DIR="$(cd "$DEMO_DIR" && pwd)"
 UPDATES="${DEMO_UPDATES:-1000}"
 ARCH_ARGS=(--user-dir "$ROOT/fairseq_posenc" --arch "transformer_tiny_$ENCODING")
 
-N_STEPS=9
+N_STEPS=7
 step() { echo "[demo] step $1/$N_STEPS: $2"; }
 die() { echo "[demo] ERROR: $*" >&2; exit 1; }
 
@@ -64,8 +64,8 @@ else
   POSENC_VENV="$VENV" bash "$ROOT/scripts/setup_env.sh"
 fi
 BIN_DIR="$VENV/bin"
-for tool in python sacremoses subword-nmt fairseq-preprocess fairseq-train fairseq-generate sacrebleu \
-    posenc-score posenc-inspect; do
+for tool in python posenc-prepare-corpus fairseq-train fairseq-generate sacrebleu posenc-score \
+    posenc-inspect; do
   [ -x "$BIN_DIR/$tool" ] || die "$BIN_DIR/$tool not found (run scripts/setup_env.sh or set POSENC_VENV)"
 done
 export PATH="$BIN_DIR:$PATH"
@@ -84,51 +84,33 @@ CORPUS_ARGS=(--seed 1 --train 20000 --valid 300 --test 300
 SPLITS=(train valid test test_long)
 # Data is shared by all encodings; it is rebuilt when the recipe changes (or DEMO_REBUILD=1).
 STAMP="$( (cat "$ROOT/scripts/make_toy_corpus.py"
-           echo "${CORPUS_ARGS[*]} bpe=$BPE_MERGES splits=${SPLITS[*]} testpref=test,test_long") \
+           echo "${CORPUS_ARGS[*]} bpe=$BPE_MERGES splits=${SPLITS[*]} prepare=posenc-prepare-corpus/joiners") \
   | sha256sum | cut -c1-16)"
 if [ "${DEMO_REBUILD:-0}" != 1 ] && [ -f "$DATA_BIN/.demo-stamp" ] \
     && [ "$(cat "$DATA_BIN/.demo-stamp")" = "$STAMP" ]; then
   step 2 "toy corpus: up to date in $RAW"
-  step 3 "tokenize: up to date in $TOK"
-  step 4 "BPE: up to date in $BPE"
-  step 5 "binarize: up to date in $DATA_BIN"
+  step 3 "tokenize, BPE, binarize: up to date in $DATA_BIN"
 else
   rm -rf "$RAW" "$TOK" "$BPE" "$DATA_BIN"
-  mkdir -p "$RAW" "$TOK" "$BPE"
+  mkdir -p "$RAW"
 
   step 2 "toy corpus -> $RAW"
   python "$ROOT/scripts/make_toy_corpus.py" --out "$RAW" "${CORPUS_ARGS[@]}"
 
-  step 3 "tokenize with sacremoses -> $TOK"
-  for split in "${SPLITS[@]}"; do
-    for lang in en de; do
-      sacremoses -q -l "$lang" -j 2 tokenize -x < "$RAW/$split.$lang" > "$TOK/$split.$lang"
-    done
-  done
-
-  step 4 "joint BPE ($BPE_MERGES merges, subword-nmt) -> $BPE"
-  subword-nmt learn-joint-bpe-and-vocab --input "$TOK/train.en" "$TOK/train.de" \
-    -s "$BPE_MERGES" -o "$BPE/codes" --write-vocabulary "$BPE/vocab.en" "$BPE/vocab.de" \
-    2> "$BPE/learn.log" || { tail -n 20 "$BPE/learn.log" >&2; die "BPE learning failed"; }
+  step 3 "tokenize, joint BPE ($BPE_MERGES merges), binarize with posenc-prepare-corpus -> $DEMO_DIR/{tok,bpe,bin} (log: $DEMO_DIR/prepare.log)"
+  # The WMT preparation's own steps: sacremoses tokens with joiner marks (so that outputs
+  # detokenize to exactly the raw text), subword-nmt, fairseq-preprocess (test1 = test_long).
+  posenc-prepare-corpus "$RAW" --source-lang en --target-lang de --dest "$DEMO_DIR" \
+      --valid valid --test test test_long --bpe-merges "$BPE_MERGES" --workers 2 \
+      2> "$DEMO_DIR/prepare.log" \
+    || { tail -n 20 "$DEMO_DIR/prepare.log" >&2; die "posenc-prepare-corpus failed (see $DEMO_DIR/prepare.log)"; }
   # The toy vocabulary is small: subword-nmt stops early once no pair occurs twice.
-  echo "[demo]   learned $(grep -vc '^#' "$BPE/codes") merges"
-  for split in "${SPLITS[@]}"; do
-    for lang in en de; do
-      subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$lang" \
-        --vocabulary-threshold 1 < "$TOK/$split.$lang" > "$BPE/$split.$lang"
-    done
-  done
-
-  step 5 "binarize with fairseq-preprocess -> $DATA_BIN (subsets train, valid, test, test1 = test_long)"
-  fairseq-preprocess --source-lang en --target-lang de \
-    --trainpref "$BPE/train" --validpref "$BPE/valid" --testpref "$BPE/test,$BPE/test_long" \
-    --destdir "$DATA_BIN" --joined-dictionary --workers 2 > "$DEMO_DIR/preprocess.log" 2>&1 \
-    || { tail -n 20 "$DEMO_DIR/preprocess.log" >&2; die "fairseq-preprocess failed"; }
+  grep -E "learned|done" "$DEMO_DIR/prepare.log" | sed 's/^\[prepare-corpus\]/[demo]  /'
   echo "$STAMP" > "$DATA_BIN/.demo-stamp"
 fi
 
 SAVE_DIR="$DEMO_DIR/checkpoints/$ENCODING"
-step 6 "train $ENCODING for $UPDATES updates -> $SAVE_DIR (log: $SAVE_DIR/train.log)"
+step 4 "train $ENCODING for $UPDATES updates -> $SAVE_DIR (log: $SAVE_DIR/train.log)"
 rm -rf "$SAVE_DIR"
 mkdir -p "$SAVE_DIR"
 train_start=$SECONDS
@@ -146,9 +128,9 @@ fi
 [ -f "$SAVE_DIR/checkpoint_best.pt" ] || die "no $SAVE_DIR/checkpoint_best.pt after training"
 train_secs=$((SECONDS - train_start))
 
-step 7 "translate test and test_long (beam 10) -> $SAVE_DIR/hyp{,_long}.detok.de"
+step 5 "translate test and test_long (beam 10) -> $SAVE_DIR/hyp{,_long}.detok.de"
 # translate SUBSET RAW_NAME OUT_NAME: fairseq-generate on the binarized SUBSET; writes
-# $SAVE_DIR/OUT_NAME.{tok,detok}.de (one line per sentence of raw/RAW_NAME.de, in order)
+# $SAVE_DIR/OUT_NAME.detok.de (one line per sentence of raw/RAW_NAME.de, in order)
 # and logs to $SAVE_DIR/generate${OUT_NAME#hyp}.log.
 translate() {
   local subset="$1" name="$2" out="$SAVE_DIR/$3" log="$SAVE_DIR/generate${3#hyp}.log"
@@ -160,11 +142,11 @@ translate() {
   # every sentence's H- line, in the test set's order; a missing one is an error
   local n_ref
   n_ref=$(wc -l < "$RAW/$name.de")
-  python -m fairseq_posenc.hypotheses "$log" --expected "$n_ref" > "$out.tok.de" \
-      2> "$out.err" \
+  # detokenized by the joiners posenc-prepare-corpus wrote (bpe/bpe.json)
+  python -m fairseq_posenc.hypotheses "$log" --expected "$n_ref" --detokenize "$BPE" \
+      > "$out.detok.de" 2> "$out.err" \
     || { grep '^error' "$out.err" >&2; die "fairseq-generate did not translate every $name sentence (see $log)"; }
   rm -f "$out.err"
-  sacremoses -q -l de -j 2 detokenize -x < "$out.tok.de" > "$out.detok.de"
   echo "[demo]   $name: $n_ref sentences translated in $((SECONDS - start))s (log: $log)"
 }
 translate test test hyp
@@ -172,7 +154,7 @@ translate test1 test_long hyp_long
 n_ref=$(wc -l < "$RAW/test.de")
 n_long=$(wc -l < "$RAW/test_long.de")
 
-step 8 "score with sacreBLEU and posenc-score (log: $SAVE_DIR/score.log)"
+step 6 "score with sacreBLEU and posenc-score (log: $SAVE_DIR/score.log)"
 sacrebleu "$RAW/test.de" -i "$SAVE_DIR/hyp.detok.de" -m bleu -w 2 > "$SAVE_DIR/bleu.json"
 cat "$SAVE_DIR/bleu.json"
 read -r BLEU SIGNATURE < <(python -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["score"], d["signature"])' "$SAVE_DIR/bleu.json")
@@ -205,14 +187,14 @@ print(t["chrf"], l["bleu"], l["chrf"])' "$ENCODING" "$SAVE_DIR/score/scores.json
 echo "[demo]   BLEU / chrF by source length in Moses tokens (training sentences: at most 33):"
 sed 's/^/[demo]   /' "$BY_LEN/buckets.md"
 
-step 9 "inspect the trained position terms with posenc-inspect -> $SAVE_DIR/inspect (log: $SAVE_DIR/inspect.log)"
+step 7 "inspect the trained position terms with posenc-inspect -> $SAVE_DIR/inspect (log: $SAVE_DIR/inspect.log)"
 # One test sentence of moderate length (the first with 10 or more words) for the pictures
 # that need a sentence.
 INSPECT_SENTENCE="$(awk 'NF >= 10 { print; exit }' "$RAW/test.en")"
 [ -n "$INSPECT_SENTENCE" ] || INSPECT_SENTENCE="$(head -n 1 "$RAW/test.en")"
 echo "[demo]   sentence: $INSPECT_SENTENCE"
 posenc-inspect "$SAVE_DIR/checkpoint_best.pt" --out "$SAVE_DIR/inspect" --data "$DATA_BIN" \
-  --source-lang en --bpe-codes "$BPE/codes" --bpe-vocab "$BPE/vocab.en" \
+  --source-lang en --bpe-dir "$BPE" \
   --sentence "$INSPECT_SENTENCE" \
   > "$SAVE_DIR/inspect.log" 2>&1 \
   || { tail -n 20 "$SAVE_DIR/inspect.log" >&2; die "posenc-inspect failed (see $SAVE_DIR/inspect.log)"; }

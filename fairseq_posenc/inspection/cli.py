@@ -46,8 +46,11 @@ def parser() -> argparse.ArgumentParser:
                       "--sentence")
     text.add_argument("--source-lang", metavar="SRC", help="source language (default: the "
                       "checkpoint's); picks dict.SRC.txt and the Moses tokenizer")
+    text.add_argument("--bpe-dir", type=Path, metavar="DIR", help="the bpe/ directory of "
+                      "posenc-prepare-corpus or posenc-prepare-wmt output: the sentence is "
+                      "prepared as the data was")
     text.add_argument("--bpe-codes", type=Path, metavar="FILE", help="subword-nmt codes "
-                      "the training data was segmented with")
+                      "the training data was segmented with (data made elsewhere)")
     text.add_argument("--bpe-vocab", type=Path, metavar="FILE", help="subword-nmt "
                       "vocabulary (apply-bpe --vocabulary), if the data used one")
     text.add_argument("--bpe-vocab-threshold", type=int, default=1, metavar="N",
@@ -101,11 +104,12 @@ def run(args: argparse.Namespace) -> int:
             loaded.args, "segment_embedding", False)
         tokens = sentence.prepare(
             args.sentence, lang=loaded.source_lang, tokenized=args.tokenized,
-            bpe_codes=args.bpe_codes, bpe_vocab=args.bpe_vocab,
+            bpe_codes=args.bpe_codes, bpe_vocab=args.bpe_vocab, bpe_dir=args.bpe_dir,
             vocab_threshold=args.bpe_vocab_threshold,
             separator=loaded.args.segment_separator if segment else None)
         ids = sentence.encode(tokens, loaded.source_dictionary,
-                              bpe_given=args.bpe_codes is not None or args.tokenized)
+                              bpe_given=args.bpe_codes is not None or args.tokenized
+                              or args.bpe_dir is not None)
         pictures.append(sentence.attention_picture(loaded, tokens, ids))
     index = report.write(Report(str(args.checkpoint), loaded.encoding, summary(loaded),
                                 pictures, notes), args.out)

@@ -1,8 +1,11 @@
 """``--sentence``: raw text -> the model's source tokens -> encoder self-attention maps.
 
-Text preparation mirrors how the data was made (``scripts/demo.sh``, ``examples/wmt``):
-sacremoses tokenization without escaping (``sacremoses tokenize -x``), then subword-nmt
-BPE when ``--bpe-codes`` is given (with ``--bpe-vocab`` as ``apply-bpe --vocabulary``).
+Text preparation is how the data was made: with ``--bpe-dir`` (the ``bpe/`` directory of
+``posenc-prepare-corpus`` or ``posenc-prepare-wmt``, as in ``scripts/demo.sh``) the
+preparation's own encoder (:func:`fairseq_posenc.wmt.text.encode`); for data made
+elsewhere, sacremoses tokenization without escaping (``sacremoses tokenize -x``), then
+subword-nmt BPE when ``--bpe-codes`` is given (with ``--bpe-vocab`` as ``apply-bpe
+--vocabulary``).
 ``--tokenized`` takes the sentence as already tokenized and BPE'd (what
 ``fairseq-interactive`` reads without ``--tokenizer``/``--bpe``). A
 ``--segment-separator`` token in the text is kept whole: each segment is prepared on its
@@ -37,19 +40,31 @@ from .records import HeatmapPanel, Picture, floats, layer_label
 
 def prepare(text: str, *, lang: Optional[str], tokenized: bool, bpe_codes: Optional[Path],
             bpe_vocab: Optional[Path], vocab_threshold: int,
-            separator: Optional[str]) -> list[str]:
+            separator: Optional[str], bpe_dir: Optional[Path] = None) -> list[str]:
     """The sentence as the model's source tokens (without the final ``</s>``)."""
     if tokenized:
         return text.split()
-    from sacremoses import MosesTokenizer
+    if bpe_dir is not None:
+        if not (bpe_dir / "bpe.json").is_file():
+            raise fail(f"--bpe-dir {bpe_dir} has no bpe.json; pass the bpe/ directory of "
+                       "posenc-prepare-corpus or posenc-prepare-wmt output.")
+        from ..wmt.text import encode
 
-    tokenizer = MosesTokenizer(lang=lang or "en")
-    bpe = load_bpe(bpe_codes, bpe_vocab, vocab_threshold) if bpe_codes else None
+        def prepared(part: str) -> str:
+            return encode([part], lang or "en", bpe_dir)[0]
+    else:
+        from sacremoses import MosesTokenizer
+
+        tokenizer = MosesTokenizer(lang=lang or "en")
+        bpe = load_bpe(bpe_codes, bpe_vocab, vocab_threshold) if bpe_codes else None
+
+        def prepared(part: str) -> str:
+            line = tokenizer.tokenize(part, escape=False, return_str=True)
+            return bpe.process_line(line) if bpe else line
     parts = text.split(separator) if separator else [text]
     tokens: list[str] = []
     for index, part in enumerate(parts):
-        line = tokenizer.tokenize(part.strip(), escape=False, return_str=True)
-        tokens += (bpe.process_line(line) if bpe else line).split()
+        tokens += prepared(part.strip()).split()
         if index < len(parts) - 1:
             tokens.append(separator)
     return tokens

@@ -22,8 +22,6 @@ import contextlib
 import dataclasses
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -34,7 +32,7 @@ from .common import (PrepareError, Stamps, atomic_output, check_parallel, count_
 from .czeng import czeng17_bad_blocks, czeng_fingerprint, iter_czeng
 from .download import Downloader, extract_members, mirror_relpath, parse_sums, read_url_text
 from .testsets import mirror_sources, sacrebleu_fetch
-from .text import (TOKENIZER, apply_sentencepiece, apply_subword_nmt, clean_corpus,
+from .text import (TOKENIZER, apply_sentencepiece, apply_subword_nmt, binarize, clean_corpus,
                    learn_subword_nmt, moses_process_file, train_sentencepiece)
 
 
@@ -412,27 +410,10 @@ class Preparation:
         if stamp:
             return stamp
         bin_dir = self.dest / "bin"
-        cmd = [
-            sys.executable, "-m", "fairseq_cli.preprocess",
-            "--source-lang", self.src, "--target-lang", self.tgt,
-            "--trainpref", prefix("train"),
-            "--validpref", prefix(s.valid.testset),
-            "--testpref", ",".join(prefix(t) for t in tests),
-            "--joined-dictionary", "--workers", str(self.o.workers),
-        ]  # fmt: skip
         logfile = self.work / "preprocess.log"
         log(f"binarize: fairseq-preprocess -> {bin_dir} (log {logfile})")
-        with atomic_output(bin_dir) as tmp:
-            with open(logfile, "w") as lf:
-                proc = subprocess.run(
-                    [*cmd, "--destdir", str(tmp)], stdout=lf, stderr=subprocess.STDOUT
-                )
-            if proc.returncode != 0:
-                tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-20:])
-                raise PrepareError(
-                    f"fairseq-preprocess failed (exit {proc.returncode}); "
-                    f"{logfile} ends with:\n{tail}"
-                )
+        binarize(self.src, self.tgt, prefix("train"), prefix(s.valid.testset),
+                 [prefix(t) for t in tests], bin_dir, self.o.workers, logfile)
         splits = {"train": "train", "valid": s.valid.testset}
         splits.update({split: t for t, split in s.test_splits.items()})
         sizes = {}

@@ -21,6 +21,8 @@ import contextlib
 import itertools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -289,6 +291,29 @@ def apply_sentencepiece(src: Path, out: Path, model: Path, workers: int) -> None
     the work (``workers`` of them) on chunks of 10,000 lines."""
     map_file(src, out, _init_spm, (model, workers), _spm_chunk, 1, "sentencepiece",
              chunk_lines=10000)
+
+
+def binarize(src_lang: str, tgt_lang: str, train: str, valid: str, tests: Sequence[str],
+             dest: Path, workers: int, logfile: Path) -> None:
+    """``fairseq-preprocess --joined-dictionary`` of BPE-encoded ``PREFIX.LANG`` files into
+    ``dest`` (written whole or not at all); the test prefixes become fairseq's ``test``,
+    ``test1``, ... A subprocess (fairseq's main configures logging and may exit), its
+    output in ``logfile``, whose end a failure quotes."""
+    cmd = [
+        sys.executable, "-m", "fairseq_cli.preprocess",
+        "--source-lang", src_lang, "--target-lang", tgt_lang,
+        "--trainpref", train, "--validpref", valid, "--testpref", ",".join(tests),
+        "--joined-dictionary", "--workers", str(workers),
+    ]  # fmt: skip
+    with atomic_output(dest) as tmp:
+        with open(logfile, "w") as lf:
+            proc = subprocess.run([*cmd, "--destdir", str(tmp)], stdout=lf,
+                                  stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-20:])
+            raise PrepareError(
+                f"fairseq-preprocess failed (exit {proc.returncode}); {logfile} ends with:\n"
+                f"{tail}")
 
 
 _DETOK: dict = {}  # sacremoses detokenizers by language, made once

@@ -1,0 +1,120 @@
+"""Any parallel corpus of raw text as a fairseq data directory, by the WMT preparation's own
+tokenize / subword / binarize steps (:mod:`fairseq_posenc.wmt.text`).
+
+    posenc-prepare-corpus RAW_DIR --source-lang en --target-lang de --dest DIR \\
+        [--valid valid] [--test test test_long] [--bpe-merges 2000]
+
+``RAW_DIR`` holds one file per split and language, ``SPLIT.LANG`` (``train.en``,
+``train.de``, ...), a sentence per line. ``DIR`` gets:
+
+* ``tok/``: sacremoses tokens (``-a``, no escaping), each token that was attached to the
+  previous one in the raw text marked with a joiner, as ``posenc-prepare-wmt`` tokenizes;
+* ``bpe/``: joint BPE learned on the training split with subword-nmt (``codes``,
+  ``vocab.LANG``, ``bpe.json``), and every split encoded with it;
+* ``bin/``: ``fairseq-preprocess --joined-dictionary``; the test splits become fairseq's
+  ``test``, ``test1``, ... in the order given.
+
+The demo (``scripts/demo.sh``) prepares its toy corpus with it. fairseq-generate's output
+decodes back to raw text with ``python -m fairseq_posenc.hypotheses LOG --expected N
+--detokenize DIR/bpe`` (the joiners make that the exact inverse of the tokenization), and
+new text encodes with :func:`fairseq_posenc.wmt.text.encode` (``DIR/bpe``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .wmt.common import (PrepareError, check_parallel, count_lines, default_workers,
+                         write_text_atomic)
+from .wmt.text import (TOKENIZER, apply_subword_nmt, binarize, learn_subword_nmt,
+                       moses_process_file)
+
+
+def log(msg: str) -> None:
+    print(f"[prepare-corpus] {msg}", file=sys.stderr, flush=True)
+
+
+def prepare_corpus(raw: Path, src: str, tgt: str, dest: Path, valid: str = "valid",
+                   tests: Sequence[str] = ("test",), merges: int = 32000,
+                   vocabulary_threshold: int = 1, workers: int = 1) -> dict[str, int]:
+    """Tokenize, learn and apply joint BPE, binarize (see the module docstring). Returns
+    the number of sentence pairs per split (``train``, ``valid``, then the tests)."""
+    splits = ["train", valid, *tests]
+    missing = [f"{raw / f'{s}.{lang}'}" for s in splits for lang in (src, tgt)
+               if not (raw / f"{s}.{lang}").is_file()]
+    if missing:
+        raise PrepareError(f"missing raw files: {', '.join(missing)}; name them SPLIT.LANG "
+                           "(train, the --valid and --test splits)")
+    if len(set(splits)) != len(splits):
+        raise PrepareError(f"each split once: got {splits}")
+    for split in splits:
+        counts = {lang: count_lines(raw / f"{split}.{lang}") for lang in (src, tgt)}
+        if len(set(counts.values())) > 1:
+            raise PrepareError(f"{split}: {counts[src]} {src} lines but {counts[tgt]} {tgt} "
+                               "lines; the files must have one line per sentence pair")
+    tok, bpe = dest / "tok", dest / "bpe"
+    tok.mkdir(parents=True, exist_ok=True)
+    bpe.mkdir(parents=True, exist_ok=True)
+    sizes = {}
+    log(f"tokenize (sacremoses, joiners) -> {tok}")
+    for split in splits:
+        for lang in (src, tgt):
+            moses_process_file(raw / f"{split}.{lang}", tok / f"{split}.{lang}", lang, True,
+                               workers)
+        sizes[split] = check_parallel([tok / f"{split}.{lang}" for lang in (src, tgt)], split)
+    log(f"joint BPE ({merges} merges, subword-nmt) -> {bpe}")
+    learned = learn_subword_nmt([tok / f"train.{lang}" for lang in (src, tgt)], bpe / "codes",
+                                [bpe / f"vocab.{lang}" for lang in (src, tgt)], merges, workers)
+    # A small corpus runs out of pairs that occur twice before the merges asked for.
+    log(f"learned {learned} merges")
+    write_text_atomic(bpe / "bpe.json", json.dumps({
+        "bpe": "subword-nmt", "merges": merges, "learned_merges": learned,
+        "vocabulary_threshold": vocabulary_threshold, "langs": [src, tgt],
+        "moses_tokenize": True, "tokenizer": TOKENIZER}, indent=1) + "\n")
+    for split in splits:
+        for lang in (src, tgt):
+            apply_subword_nmt(tok / f"{split}.{lang}", bpe / f"{split}.{lang}", bpe / "codes",
+                              bpe / f"vocab.{lang}", vocabulary_threshold, workers)
+    names = ", ".join(["train", "valid", *(f"test{i or ''} = {t}" for i, t in enumerate(tests))])
+    log(f"binarize (fairseq-preprocess, joined dictionary) -> {dest / 'bin'} ({names})")
+    binarize(src, tgt, str(bpe / "train"), str(bpe / valid), [str(bpe / t) for t in tests],
+             dest / "bin", workers, dest / "preprocess.log")
+    return sizes
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="posenc-prepare-corpus",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("raw", type=Path, help="directory of SPLIT.LANG raw text files")
+    p.add_argument("--source-lang", "-s", required=True)
+    p.add_argument("--target-lang", "-t", required=True)
+    p.add_argument("--dest", type=Path, required=True, help="output directory")
+    p.add_argument("--valid", default="valid", help="validation split (default: valid)")
+    p.add_argument("--test", nargs="+", default=["test"],
+                   help="test splits, binarized as test, test1, ... (default: test)")
+    p.add_argument("--bpe-merges", type=int, default=32000,
+                   help="subword-nmt merges (default 32000)")
+    p.add_argument("--vocabulary-threshold", type=int, default=1,
+                   help="subword-nmt apply-bpe --vocabulary-threshold (default 1)")
+    p.add_argument("--workers", type=int, default=default_workers())
+    args = p.parse_args(argv)
+    if args.bpe_merges < 1:
+        p.error("--bpe-merges must be positive")
+    try:
+        sizes = prepare_corpus(args.raw, args.source_lang, args.target_lang, args.dest,
+                               args.valid, args.test, args.bpe_merges,
+                               args.vocabulary_threshold, args.workers)
+    except PrepareError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    log("done: " + ", ".join(f"{k} {v}" for k, v in sizes.items()) + f" -> {args.dest / 'bin'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
