@@ -25,6 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from ..wmt.text import JOINER  # noqa: E402
 from .records import CurvePanel, HeatmapPanel, Picture  # noqa: E402
 
 DPI = 80
@@ -67,7 +68,10 @@ def _token_ticks(ax, picture: Picture) -> None:
     """Tokens and segment names as tick labels (positions use the numeric extent)."""
     for labels, axis in ((picture.col_labels, ax.xaxis), (picture.row_labels, ax.yaxis)):
         if labels and not _numeric(labels) and len(labels) <= MAX_TICK_LABELS:
-            axis.set_ticks(range(len(labels)), labels, fontsize=7,
+            # The tokenizer's joiner (U+FFED, "attached to the previous token") has no
+            # glyph in matplotlib's font: drawn as a middle dot; the JSON keeps the token.
+            shown = [label.replace(JOINER, "\u00b7") for label in labels]
+            axis.set_ticks(range(len(labels)), shown, fontsize=7,
                            rotation=90 if axis is ax.xaxis else 0)
 
 

@@ -1,0 +1,100 @@
+"""posenc-benchmark's GPU-run machinery, on CPU: ``--calls`` (a subset of the model
+level's calls), a model that runs out of device memory left out and listed, the GPU
+targets with their peak-memory limit, and ``--merge`` (split runs as one report)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fairseq_posenc import benchmark
+from fairseq_posenc.benchmark import levels
+
+
+def test_calls_time_only_the_kinds_asked_and_a_model_out_of_memory_is_left_out(
+        tmp_path, monkeypatch):
+    """``--calls train``: no forward or translate timings, ratios None in the flat records;
+    a model whose warm-up runs out of device memory is dropped from the timings, listed
+    in the result, the table and the flat records (huang3 at 512 x 32k tokens on an H100)."""
+    real = levels.measure_memory
+
+    def measure(call, device, shapes, track=True):
+        if any(s == (4, 2) for s in shapes):  # huang3's per-head table parameter, below
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(call, device, shapes, track)
+
+    monkeypatch.setattr(levels, "measure_memory", measure)
+    built = levels.build_models
+
+    def build_models(names, cfg, inputs, device, layers=None):
+        models = built(names, cfg, inputs, device, layers)
+        if "huang3" in models:
+            models["huang3"].param_shapes.add((4, 2))
+        return models
+
+    monkeypatch.setattr(levels, "build_models", build_models)
+    flat = tmp_path / "flat.json"
+    doc = benchmark.run(quick=True, encodings=["diet_rel", "huang3"], levels=("model",),
+                        kinds=["train"], threads=1, out_md=str(tmp_path / "b.md"),
+                        out_json=str(tmp_path / "b.json"), out_flat_json=str(flat))
+    [result] = doc["results"]
+    assert result["kinds"] == ["train"] and result["out_of_memory"] == ["huang3"]
+    assert set(result["summary"]["models"]) == {"stock", "stock_copy", "diet_rel"}
+    assert all(set(t) == {"train"} for t in result["times_s"].values())
+    assert "huang3: out of memory (left out)" in doc["markdown"]
+    records = {r["encoding"]: r for r in json.loads(flat.read_text())["results"]}
+    assert records["diet_rel"]["translate_ratio"] is None
+    assert records["diet_rel"]["train_ratio"] == result["summary"]["models"]["diet_rel"][
+        "train"]["ratio"]
+    assert records["huang3"]["out_of_memory"] and records["huang3"]["train_ratio"] is None
+    assert json.loads((tmp_path / "b.json.partial").read_text())["results"][0][
+        "out_of_memory"] == ["huang3"]
+
+
+def test_gpu_runs_are_judged_by_the_gpu_targets():
+    """Issue 12's GPU targets, with a limit on the training step's peak memory."""
+    from fairseq_posenc.benchmark import settings, targets
+    assert settings.targets_for("cuda")["shaw"] == (1.13, 1.20)
+    assert settings.targets_for("cpu")["shaw"] == benchmark.TARGETS["shaw"]
+    assert settings.memory_limit("diet_rel", "cuda") == 1.05
+    assert settings.memory_limit("huang1", "cuda") == 1.3
+    assert settings.memory_limit("huang3", "cuda") is None
+    assert settings.memory_limit("diet_rel", "cpu") is None
+    cell = {"ratio": 1.12, "min": 1.11, "max": 1.125}
+    row = {"train": cell, "translate": cell, "peak_ratio": {"train": 1.07},
+           "quadratic_dh": []}
+    checks = targets.verdict("shaw", row, settings.targets_for("cuda"), 1.05)
+    assert checks["train"]["pass"] and checks["translate"]["pass"]
+    assert not checks["peak_memory"]["pass"]
+    assert not targets.verdict("shaw", row)["train"]["pass"]  # CPU: 1.10 / 1.15
+
+
+def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
+    """``--merge``: a later run's figures replace an earlier one's; figures a run did not
+    time (None) leave the earlier ones; runs of different devices do not mix."""
+    from fairseq_posenc.benchmark.merged import gpu_summary_table, merge_flat
+
+    def rec(name, train=None, translate=None, memory=None, **extra):
+        return {"encoding": name, "size": "base", "length": 128, "dtype": "float16",
+                "batch_sentences": 256, "train_ratio": train, "translate_ratio": translate,
+                "memory_ratio": memory, **extra}
+
+    train = {"device": "GPU", "torch": "t", "command": ["a"], "results": [
+        rec("stock (noise control)", 1.0, None, 1.0), rec("shaw", 10.4, None, 1.5),
+        rec("t5", 1.06, None, 1.06)]}
+    shaw = {"device": "GPU", "torch": "t", "command": ["b"],
+            "results": [rec("shaw", 2.3, None, 1.4)]}
+    translate = {"device": "GPU", "torch": "t", "command": ["c"], "results": [
+        rec("shaw", None, 1.5), rec("t5", None, 1.1)]}
+    merged = merge_flat([train, shaw, translate])
+    by_name = {r["encoding"]: r for r in merged["results"]}
+    assert (by_name["shaw"]["train_ratio"], by_name["shaw"]["translate_ratio"]) == (2.3, 1.5)
+    assert by_name["shaw"]["memory_ratio"] == 1.4
+    assert by_name["t5"]["train_ratio"] == 1.06 and by_name["t5"]["translate_ratio"] == 1.1
+    assert merged["commands"] == [["a"], ["b"], ["c"]]
+    table = gpu_summary_table(merged)
+    assert "| t5 | 1.06 | 1.10 |" in table and "not met: train 1.060 > 1.05" in table
+    with pytest.raises(ValueError, match="different devices"):
+        merge_flat([train, {**shaw, "device": "cpu"}])
