@@ -155,14 +155,15 @@ def run_model_config(cfg: Config, encodings: Sequence[str], device: torch.device
         m.model.zero_grad(set_to_none=True)
         if name in out_of_memory:
             del models[name], m
-            torch.cuda.empty_cache()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     log(f"[{cfg.key}] warm-up and memory round {time.perf_counter() - t0:.1f}s")
     timed_names = [n for n in timed_names if n not in out_of_memory]
     names = [STOCK, *timed_names]
 
     times, ratios = interleave(
-        timed_names, cfg.kinds, lambda name, kind: model_call(models[name], kind, inputs, cfg.seed,
-                                                          device),
+        timed_names, cfg.kinds,
+        lambda name, kind: model_call(models[name], kind, inputs, cfg.seed, device),
         cfg.reps, cfg.stock_every, cfg.seed,
         lambda rep, seconds: log(f"[{cfg.key}] repetition {rep + 1}/{cfg.reps} {seconds:.1f}s"))
 

@@ -313,9 +313,10 @@ def read_rows(table: Tensor, positions: Tensor) -> Tensor:
     ``(B, T)`` positions, as one-hot rows times the table.
 
     Exact (one non-zero product per output), and its backward is one matrix product.
-    Indexing (``table[:, positions]``), whose backward is an accumulating ``index_put``,
-    made DIET-ABS's training step 1.67x stock's on an H100 (fp16, 256 x 128 tokens; 1.10
-    with the bias path), read in every layer."""
+    Indexing (``table[:, positions]``) in every layer, whose backward is an accumulating
+    ``index_put``, made DIET-ABS's training step 1.62x stock's on an H100 (fp16, 256 x 128
+    tokens); read once per forward this way, 1.13 (the bias path: 1.12;
+    ``docs/benchmark-gpu-runs/low-rank-variants.json``)."""
     heads, n, d = table.shape
     batch, length = positions.shape
     one_hot = F.one_hot(positions.to(table.device), n).to(table.dtype)  # (B, T, n)
