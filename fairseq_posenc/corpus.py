@@ -28,10 +28,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .wmt.common import (PrepareError, check_parallel, count_lines, default_workers,
-                         write_text_atomic)
-from .wmt.text import (TOKENIZER, apply_subword_nmt, binarize, learn_subword_nmt,
-                       moses_process_file)
+from .wmt.common import PrepareError, count_lines, default_workers, write_text_atomic
+from .wmt.text import (apply_subword_nmt, binarize, learn_subword_nmt, moses_process_file,
+                       subword_settings)
 
 
 def log(msg: str) -> None:
@@ -51,30 +50,30 @@ def prepare_corpus(raw: Path, src: str, tgt: str, dest: Path, valid: str = "vali
                            "(train, the --valid and --test splits)")
     if len(set(splits)) != len(splits):
         raise PrepareError(f"each split once: got {splits}")
+    sizes = {}
     for split in splits:
         counts = {lang: count_lines(raw / f"{split}.{lang}") for lang in (src, tgt)}
         if len(set(counts.values())) > 1:
             raise PrepareError(f"{split}: {counts[src]} {src} lines but {counts[tgt]} {tgt} "
                                "lines; the files must have one line per sentence pair")
+        sizes[split] = counts[src]  # every later step keeps the line count (map_file checks)
     tok, bpe = dest / "tok", dest / "bpe"
     tok.mkdir(parents=True, exist_ok=True)
     bpe.mkdir(parents=True, exist_ok=True)
-    sizes = {}
     log(f"tokenize (sacremoses, joiners) -> {tok}")
     for split in splits:
         for lang in (src, tgt):
             moses_process_file(raw / f"{split}.{lang}", tok / f"{split}.{lang}", lang, True,
                                workers)
-        sizes[split] = check_parallel([tok / f"{split}.{lang}" for lang in (src, tgt)], split)
     log(f"joint BPE ({merges} merges, subword-nmt) -> {bpe}")
     learned = learn_subword_nmt([tok / f"train.{lang}" for lang in (src, tgt)], bpe / "codes",
                                 [bpe / f"vocab.{lang}" for lang in (src, tgt)], merges, workers)
     # A small corpus runs out of pairs that occur twice before the merges asked for.
     log(f"learned {learned} merges")
-    write_text_atomic(bpe / "bpe.json", json.dumps({
-        "bpe": "subword-nmt", "merges": merges, "learned_merges": learned,
-        "vocabulary_threshold": vocabulary_threshold, "langs": [src, tgt],
-        "moses_tokenize": True, "tokenizer": TOKENIZER}, indent=1) + "\n")
+    settings = subword_settings({"bpe": "subword-nmt", "merges": merges,
+                                 "vocabulary_threshold": vocabulary_threshold}, (src, tgt))
+    write_text_atomic(bpe / "bpe.json",
+                      json.dumps({**settings, "learned_merges": learned}, indent=1) + "\n")
     for split in splits:
         for lang in (src, tgt):
             apply_subword_nmt(tok / f"{split}.{lang}", bpe / f"{split}.{lang}", bpe / "codes",

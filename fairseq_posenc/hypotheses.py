@@ -71,10 +71,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         lines = read(args.output, args.expected)
         if args.detokenize is not None:
-            import json
-
-            from .wmt.text import detokenize
-            settings = json.loads((args.detokenize / "bpe.json").read_text())
+            from .wmt.text import detokenize, load_subword_settings
+            settings = load_subword_settings(args.detokenize)
             lines = detokenize(lines, args.lang or settings["langs"][-1], settings["bpe"],
                                settings.get("tokenizer"))
     except (MissingHypotheses, FileNotFoundError) as e:

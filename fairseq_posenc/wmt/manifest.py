@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict
 
 from .catalog import Cleaning, DatasetSpec, EvalSet
 from .common import PrepareError
-from .text import JOINER, TOKENIZER
+from .text import JOINER, TOKENIZER, subword_settings
 
 if TYPE_CHECKING:  # the pipeline imports this module
     from .pipeline import Options
@@ -37,22 +37,7 @@ def bpe_settings(o: Options) -> dict:
 
 def bpe_json(spec: DatasetSpec, o: Options) -> dict:
     """``bpe/bpe.json``: what :func:`fairseq_posenc.wmt.text.encode` needs."""
-    tokenize = o.bpe == "subword-nmt"  # SentencePiece works on the raw text
-    return {
-        **bpe_settings(o),
-        "langs": list(spec.langs),
-        "moses_tokenize": tokenize,
-        "tokenizer": TOKENIZER if tokenize else None,
-        "sacremoses": {
-            "normalizer": None,
-            "tokenizer": (
-                "MosesTokenizer(lang).tokenize(aggressive_dash_splits=True, escape=False), "
-                f"attached tokens marked with {JOINER}"
-                if tokenize
-                else None
-            ),
-        },
-    }
+    return subword_settings(bpe_settings(o), spec.langs)
 
 
 def bpe_readme(spec: DatasetSpec, o: Options) -> str:

@@ -316,6 +316,33 @@ def binarize(src_lang: str, tgt_lang: str, train: str, valid: str, tests: Sequen
                 f"{tail}")
 
 
+def subword_settings(bpe: dict, langs: Sequence[str]) -> dict:
+    """``bpe/bpe.json``: the subword settings (``bpe``, with ``merges`` and
+    ``vocabulary_threshold``, or SentencePiece's) and how the text was tokenized, which
+    :func:`encode` and :func:`detokenize` read back."""
+    tokenize = bpe["bpe"] == "subword-nmt"  # SentencePiece works on the raw text
+    return {
+        **bpe,
+        "langs": list(langs),
+        "moses_tokenize": tokenize,
+        "tokenizer": TOKENIZER if tokenize else None,
+        "sacremoses": {
+            "normalizer": None,
+            "tokenizer": (
+                "MosesTokenizer(lang).tokenize(aggressive_dash_splits=True, escape=False), "
+                f"attached tokens marked with {JOINER}"
+                if tokenize
+                else None
+            ),
+        },
+    }
+
+
+def load_subword_settings(bpe_dir: str | os.PathLike) -> dict:
+    """``bpe_dir/bpe.json`` (:func:`subword_settings`) as written by the preparation."""
+    return json.loads((Path(bpe_dir) / "bpe.json").read_text())
+
+
 _DETOK: dict = {}  # sacremoses detokenizers by language, made once
 
 
@@ -345,7 +372,7 @@ def detokenize(lines: Iterable[str], lang: str, bpe: str = "subword-nmt",
 def encode(lines: Iterable[str], lang: str, bpe_dir: str | os.PathLike) -> List[str]:
     """Encode raw text as the preparation encoded the data in ``bpe_dir``'s dataset."""
     bpe_dir = Path(bpe_dir)
-    settings = json.loads((bpe_dir / "bpe.json").read_text())
+    settings = load_subword_settings(bpe_dir)
     text = moses_process_lines([sanitize(x) for x in lines], lang, settings["moses_tokenize"])
     # the pipeline's own per-chunk functions, run here on one chunk
     if settings["bpe"] == "subword-nmt":
