@@ -33,6 +33,16 @@ Two paths:
   the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
   product once per forward for all layers, read at the rows' positions.
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
+  A ``DISTANCE_BIAS`` term that is the layer's only ``len x len`` term runs, on CUDA in
+  half precision without attention dropout, in the fused kernel of
+  :mod:`fairseq_posenc.kernels.distance_bias` (``distance_kernel="auto"``, once
+  :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
+  ``(H, R)`` table read inside its tiles, padding as a ``(B, T)`` mask, the decoder's
+  future mask as causality, the table's gradient summed by distance in the kernel. No
+  ``len x len`` tensor, where ``scaled_dot_product_attention`` with the bias and its
+  gradient took 2.84 ms against 1.00 ms with a padding mask (H100, fp16, B=64, T=512).
+  A concatenated low-rank term (TUPE-R's) joins it as extra dimensions. Elsewhere, and with
+  ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
   probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
   al.'s methods 1-3), or the caller asks for the attention weights; and for a single query
@@ -66,6 +76,11 @@ from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
 
 #: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
 LowRankKernel = Literal["auto", "concat", "bias"]
+#: ``"auto"``: the fused Triton kernel on CUDA in half precision, the bias elsewhere.
+DistanceKernel = Literal["auto", "fused", "bias"]
+#: Dtypes in which ``"auto"`` fuses a distance bias; float32 keeps the bias, where its
+#: cost was within 1.04x of stock's (``scripts/benchmark.py``'s float32 runs, issue 12).
+FUSED_DTYPES = frozenset({torch.float16, torch.bfloat16})
 #: Kinds that add a ``len x len`` (or larger) tensor to the logits.
 MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
                         PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
@@ -73,6 +88,21 @@ MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
 #: Kinds that need the logits written out (the explicit path).
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
+
+
+def _distance_kernel_available() -> bool:
+    """Triton importable: the fused distance-bias kernel can run (imported on first use)."""
+    global _TRITON
+    if _TRITON is None:
+        try:
+            import triton  # noqa: F401
+            _TRITON = True
+        except ImportError:
+            _TRITON = False
+    return _TRITON
+
+
+_TRITON: Optional[bool] = None
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -132,8 +162,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
     """Position-aware self-attention, built with its position terms (``positions``; none
     by default: :meth:`attach` gives a layer built on its own its terms).
 
-    ``low_rank_kernel``: how ``LOW_RANK`` terms run on the fused path (see the module
-    docstring); every choice computes the same numbers.
+    ``low_rank_kernel``: how ``LOW_RANK`` terms run on the fused path, and
+    ``distance_kernel`` how a ``DISTANCE_BIAS`` term does (see the module docstring);
+    every choice computes the same numbers.
     """
 
     def __init__(
@@ -144,6 +175,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q_noise: float = 0.0,
         qn_block_size: int = 8,
         low_rank_kernel: LowRankKernel = "auto",
+        distance_kernel: DistanceKernel = "auto",
         positions: Optional[AttachedPositions] = None,
     ) -> None:
         super().__init__(
@@ -155,6 +187,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
             qn_block_size=qn_block_size,
         )
         self.low_rank_kernel: LowRankKernel = low_rank_kernel
+        self.distance_kernel: DistanceKernel = distance_kernel
         self._positions = positions or AttachedPositions.of(None, PositionScope())
 
     def attach(self, encoding: Optional[PositionEncoding], scope: PositionScope,
@@ -186,6 +219,27 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # A distance bias that is exactly low-rank under the causal mask (causal ALiBi).
         return (term.low_rank_exact and attn_mask is not None
                 and src_len <= term.max_len)
+
+    def _fuses_distance(self, term: PositionEncoding, q: Tensor, tgt_len: int, src_len: int,
+                        attn_mask: Optional[Tensor]) -> bool:
+        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS``, runs in the fused
+        distance-bias kernel (:mod:`fairseq_posenc.kernels.distance_bias`)."""
+        if term.kind is not PositionKind.DISTANCE_BIAS or self.distance_kernel == "bias":
+            return False
+        if self.dropout_module.p > 0 and (
+                self.training or self.dropout_module.apply_during_inference):
+            return False  # the kernel has no attention dropout
+        # fairseq gives self-attention one attn_mask, the decoder's future mask over a
+        # full sequence: the kernel reads it as causality.
+        if attn_mask is not None and tgt_len != src_len:
+            return False
+        if self.distance_kernel == "fused":
+            return True
+        if not (q.is_cuda and q.dtype in FUSED_DTYPES and _distance_kernel_available()):
+            return False
+        from .kernels.self_check import verified
+
+        return verified(q.device, q.dtype)
 
     def forward(
         self,
@@ -234,12 +288,32 @@ class PositionalMultiheadAttention(MultiheadAttention):
         explicit = need_weights or tgt_len == 1 or any(t.kind in NEEDS_LOGITS for t in terms)
         concatenated = [] if explicit else [
             t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
-        if any(t.kind in MASK_SIZED for t in terms if t not in concatenated):
-            # Another term adds a len x len bias anyway (TUPE-R's buckets): the low-rank
-            # term joins it, computed once per forward for all layers, which was cheaper
-            # than extra dimensions in every layer (training step 1.165 against 1.247x
-            # stock's at 128 tokens, H100, fp16).
+        sized = [t for t in terms if t not in concatenated and t.kind in MASK_SIZED]
+        fused = (sized[0] if not explicit and len(sized) == 1
+                 and self._fuses_distance(sized[0], q, tgt_len, src_len, attn_mask) else None)
+        if sized and fused is None:
+            # Another term adds a len x len bias anyway (TUPE-R's buckets without the
+            # fused kernel): the low-rank term joins it, computed once per forward for
+            # all layers, which was cheaper than extra dimensions in every layer
+            # (training step 1.165 against 1.247x stock's at 128 tokens, H100, fp16).
             concatenated = []
+
+        def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+            """``[q, P_Q ...]``, ``[k, P_K ...]`` for the concatenated low-rank terms."""
+            return concat_low_rank(q, k, [
+                low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
+                for t in concatenated])
+
+        if fused is not None:
+            from .kernels.distance_bias import distance_bias_attention
+
+            if concatenated:
+                q, k = concatenate(q, k)
+            table, r_lo = fused.distance_table(tgt_len, src_len, q_offset, ctx)
+            out = distance_bias_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
+                                          causal=attn_mask is not None)
+            out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
+            return self.out_proj(out), None
 
         def bias_of(term: PositionEncoding) -> Optional[Tensor]:
             """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``."""
@@ -315,9 +389,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
                     out = out + term.value_term(dropped, q_offset, ctx)
         else:
             if concatenated:
-                q, k = concat_low_rank(q, k, [
-                    low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
-                    for t in concatenated])
+                q, k = concatenate(q, k)
             apply_dropout = self.training or self.dropout_module.apply_during_inference
             out = F.scaled_dot_product_attention(
                 q,

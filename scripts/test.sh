@@ -5,5 +5,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${POSENC_VENV:-$ROOT/.venv}"
 bash "$ROOT/scripts/setup_env.sh"
+# Triton for the kernels' tests (requirements-test.txt); CUDA builds of torch bring it.
+"$VENV/bin/python" -c "import triton" 2>/dev/null ||
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$ROOT/requirements-test.txt"
 cd "$ROOT"
 exec "$VENV/bin/python" -m pytest tests "$@"

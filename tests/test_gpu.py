@@ -129,3 +129,41 @@ def test_fp16_train_and_generate_every_sentence(encoding, data, tmp_path):
     out = cu.generate_main(bin_, tmp_path / "checkpoint_last.pt", extra_flags=["--fp16"])
     hyps = cu.hypotheses(out, "H")
     assert sorted(hyps) == list(range(sizes["test"])), out[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_distance_kernel_at_a_training_shape(dtype, causal):
+    """The compiled distance-bias kernel (8 sentences, 8 heads, 300 tokens, d_h = 64:
+    partial last tiles) against the naive softmax in float64 on the same rounded inputs;
+    the errors are those of rounding probabilities to ``dtype`` for the matrix products."""
+    from test_distance_kernel import run_both
+    config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True)
+    (out, grads), (ref_out, ref_grads) = run_both(config, dtype)
+    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    assert (out.cpu() - ref_out).abs().max() < tol * ref_out.abs().max()
+    for got, ref in zip(grads, ref_grads):
+        assert (got.cpu() - ref).abs().max() < tol * ref.abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi"])
+def test_auto_fuses_distance_biases_in_half_precision(encoding, dtype):
+    """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
+    bias (the decoder's ALiBi stays the concatenated kernel), and a model's outputs match
+    the bias path's to half precision."""
+    from test_distance_kernel import counting_calls, set_kernels
+    model, d = build_model(encoding)
+    model.to(CUDA, dtype)
+    src, lengths = random_source(d)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=CUDA)
+    outs, counts = {}, {}
+    with torch.no_grad():
+        for kernel in ("bias", "auto"):
+            set_kernels(model, kernel, "auto")
+            with counting_calls() as calls:
+                enc_out = model.encoder(src.to(CUDA), lengths.to(CUDA))
+                outs[kernel] = model.decoder(prev, enc_out)[0].float()
+            counts[kernel] = len(calls)
+    assert counts == {"bias": 0, "auto": 2 if encoding == "alibi" else 4}
+    assert (outs["bias"] - outs["auto"]).abs().max() < 3e-2 * outs["bias"].abs().max()

@@ -210,13 +210,20 @@ class RelativeScalarBias(PositionEncoding):
         """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""
         raise NotImplementedError
 
+    def distance_table(self, q_len: int, k_len: int, q_offset: int,
+                       ctx: PositionContext) -> tuple[Tensor, int]:
+        """``(H, R)`` and ``r_lo``: the bias of every distance ``r_lo .. r_lo + R - 1`` that
+        queries at ``q_offset + i`` and keys ``0 .. k_len - 1`` have, once per forward."""
+        r_lo, r_hi = distance_range(q_len, k_len, q_offset)
+        table = ctx.window(self, "per_distance", r_lo, r_hi,
+                           lambda lo, hi: Window(self.distance_bias(lo, hi), lo, hi))
+        return table.rows(r_lo, r_hi), r_lo
+
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``."""
         def compute() -> Tensor:
-            r_lo, r_hi = distance_range(q_len, k_len, q_offset)
-            table = ctx.window(self, "per_distance", r_lo, r_hi,
-                               lambda lo, hi: Window(self.distance_bias(lo, hi), lo, hi))
-            return expand_distance_bias(table.rows(r_lo, r_hi), r_lo, q_len, k_len, q_offset)
+            table, r_lo = self.distance_table(q_len, k_len, q_offset, ctx)
+            return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
 
         if ctx.incremental:  # one row per step: a slice, not worth keeping
             return compute()

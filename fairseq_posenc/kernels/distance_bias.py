@@ -1,0 +1,375 @@
+"""Fused attention with a content-free bias by distance, and that bias's gradient.
+
+``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` for one per-head table ``b``
+over a range of distances (T5, DIET-REL, AT5, TUPE-R's buckets, the encoder's ALiBi),
+as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
+queries and keys in on-chip memory, an online softmax, and the backward recomputing the
+probabilities from the log-sum-exp of each row. The bias is read from the table inside
+the tile (``H x R`` numbers, cached), so no ``len x len`` tensor is written in either
+direction; padding is a ``(B, k_len)`` mask and causality a comparison, not float masks.
+
+The table's gradient, ``dL/db[h, r] = sum over b, i, j with j - i = r of dS[b, h, i, j]``
+(``dS = P * (dP - rowsum(dO * O))``, the gradient of the logits), is what a fused kernel
+without it lacks: ``scaled_dot_product_attention`` with a learned ``(B, H, T, T)`` bias
+writes that tensor's gradient and sums it over the batch, 2.7-2.8 ms per call against
+0.69 ms with a padding mask (H100, B=64, T=512, ``docs/benchmark-gpu-runs``). Here each
+``BLOCK x BLOCK`` tile of ``dS`` is summed along its diagonals where it is made (a
+``tl.gather`` that skews the rows, then a column sum: ``2 BLOCK - 1`` distances) and added
+atomically to a ``(B * H, R)`` float32 buffer, summed over the batch afterwards. Atomic
+float adds make the table's gradient reproducible only up to rounding order.
+
+Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
+(``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
+``d_qk != d_v``); a query whose every key is masked gets zeros, as from the fused kernels
+of ``scaled_dot_product_attention``, not NaN. No attention dropout: the attention uses
+this kernel only where dropout is off.
+
+Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
+set before this module is imported), which is how ``tests/test_distance_kernel.py``
+checks it against a naive softmax where CI has no GPU.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+try:  # triton comes with CUDA builds of torch; CPU-only installs may lack it
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised where triton is absent
+    triton = None
+
+LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x * log2(e))
+
+
+def available() -> bool:
+    """Whether Triton is importable (the kernels can run)."""
+    return triton is not None
+
+
+if triton is not None:
+    _LOG2E = tl.constexpr(LOG2E)
+
+    @triton.jit
+    def _dot(a, b, IEEE: tl.constexpr):
+        # float32 inputs: exact products (the default would round them to tf32).
+        if IEEE:
+            c = tl.dot(a, b, input_precision="ieee")
+        else:
+            c = tl.dot(a, b)
+        return c
+
+    @triton.jit
+    def _program(H, BLOCK: tl.constexpr):
+        """This program's block of ``BLOCK`` indices (grid axis 0) and ``(b, h)`` (axis 1)."""
+        pid = tl.program_id(0)
+        bh = tl.program_id(1)
+        return pid, pid * BLOCK + tl.arange(0, BLOCK), bh, bh // H, bh % H
+
+    @triton.jit
+    def _tile(ptr, b, h, sb, sh, st, sd, index, index_ok, dims, D: tl.constexpr):
+        """``x[b, h, index, :D]`` as ``(len(index), BD)``, zeros where masked."""
+        return tl.load(ptr + b * sb + h * sh + index[:, None] * st + dims[None, :] * sd,
+                       mask=index_ok[:, None] & (dims[None, :] < D), other=0.0)
+
+    @triton.jit
+    def _tile_t(ptr, b, h, sb, sh, st, sd, index, index_ok, dims, D: tl.constexpr):
+        """The transposed tile, ``(BD, len(index))``, loaded as such."""
+        return tl.load(ptr + b * sb + h * sh + index[None, :] * st + dims[:, None] * sd,
+                       mask=index_ok[None, :] & (dims[:, None] < D), other=0.0)
+
+    @triton.jit
+    def _store_tile(ptr, bh, length, index, index_ok, dims, D: tl.constexpr, x):
+        """Into a contiguous ``(B, H, length, D)`` tensor."""
+        tl.store(ptr + (bh * length + index[:, None]) * D + dims[None, :],
+                 x.to(ptr.dtype.element_ty), mask=index_ok[:, None] & (dims[None, :] < D))
+
+    @triton.jit
+    def _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
+                HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+        """``(q k^T + b[j - i]) * log2(e)`` for one tile, -inf where masked."""
+        r = cols[None, :] - i_abs[:, None]
+        index = tl.minimum(tl.maximum(r - R_LO, 0), R - 1)
+        s = _dot(q, kt, IEEE) + tl.load(table_row + index).to(tl.float32)
+        valid = row_ok[:, None] & col_ok[None, :]
+        if HAS_PAD:
+            pad = tl.load(pad_row + cols, mask=col_ok, other=1)
+            valid = valid & (pad == 0)[None, :]
+        if CAUSAL:
+            valid = valid & (r <= 0)
+        return tl.where(valid, s * _LOG2E, float("-inf"))
+
+    @triton.jit
+    def _forward_kernel(
+        Q, K, V, TABLE, PAD, O, LSE,
+        sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
+        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        pid_m, rows, bh, b, h = _program(H, BLOCK_M)
+        row_ok = rows < TQ
+        d_qk = tl.arange(0, BD_QK)
+        d_v = tl.arange(0, BD_V)
+        q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+        i_abs = rows + Q_OFFSET
+        table_row = TABLE + h * s_table_h
+        pad_row = PAD + b * TK
+        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BD_V], tl.float32)
+        hi = TK
+        if CAUSAL:  # keys after the block's last query are masked for every row
+            hi = tl.minimum(TK, (pid_m + 1) * BLOCK_M + Q_OFFSET)
+        for start_n in range(0, hi, BLOCK_N):
+            cols = start_n + tl.arange(0, BLOCK_N)
+            col_ok = cols < TK
+            kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
+            s = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
+                        HAS_PAD, CAUSAL, IEEE)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
+            p = tl.exp2(s - m_use[:, None])
+            alpha = tl.exp2(m_i - m_use)
+            l_i = l_i * alpha + tl.sum(p, 1)
+            v = _tile(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE)
+            m_i = m_new
+        seen = l_i > 0.0  # False: every key masked; the row attends to nothing
+        l_safe = tl.where(seen, l_i, 1.0)
+        out = acc / l_safe[:, None]
+        lse = tl.where(seen, m_i + tl.log2(l_safe), float("inf"))  # then P = 0 in backward
+        _store_tile(O, bh, TQ, rows, row_ok, d_v, D_V, out)
+        tl.store(LSE + bh * TQ + rows, lse, mask=row_ok)
+
+    @triton.jit
+    def _delta_kernel(O, DO, DELTA, TQ, D_V: tl.constexpr, BD_V: tl.constexpr,
+                      BLOCK_M: tl.constexpr):
+        """``rowsum(dO * O)`` in float32 (both contiguous), without float32 copies."""
+        _, rows, bh, _, _ = _program(1, BLOCK_M)
+        row_ok = rows < TQ
+        d_v = tl.arange(0, BD_V)
+        o = _tile(O, bh, 0, TQ * D_V, 0, D_V, 1, rows, row_ok, d_v, D_V)
+        do = _tile(DO, bh, 0, TQ * D_V, 0, D_V, 1, rows, row_ok, d_v, D_V)
+        tl.store(DELTA + bh * TQ + rows, tl.sum(o.to(tl.float32) * do.to(tl.float32), 1),
+                 mask=row_ok)
+
+    @triton.jit
+    def _backward_dkdv_kernel(
+        Q, K, V, TABLE, PAD, DO, LSE, DELTA, DK, DV,
+        sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
+        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ):
+        """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
+        pid_n, cols, bh, b, h = _program(H, BLOCK_N)
+        col_ok = cols < TK
+        d_qk = tl.arange(0, BD_QK)
+        d_v = tl.arange(0, BD_V)
+        kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
+        vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
+        table_row = TABLE + h * s_table_h
+        pad_row = PAD + b * TK
+        dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
+        dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
+        lo = 0
+        if CAUSAL:  # queries before the block's first key see none of it
+            lo = (tl.maximum(pid_n * BLOCK_N - Q_OFFSET, 0) // BLOCK_M) * BLOCK_M
+        for start_m in range(lo, TQ, BLOCK_M):
+            rows = start_m + tl.arange(0, BLOCK_M)
+            row_ok = rows < TQ
+            q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+            do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
+            lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
+            delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
+            s = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols, col_ok, pad_row,
+                        R_LO, R, HAS_PAD, CAUSAL, IEEE)
+            p = tl.exp2(s - lse[:, None])
+            dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
+            ds = p * (_dot(do, vt, IEEE) - delta[:, None])
+            dk += _dot(tl.trans(ds.to(q.dtype)), q, IEEE)
+        _store_tile(DK, bh, TK, cols, col_ok, d_qk, D_QK, dk)
+        _store_tile(DV, bh, TK, cols, col_ok, d_v, D_V, dv)
+
+    @triton.jit
+    def _diagonal_sums(ds, HALF: tl.constexpr, BLOCK: tl.constexpr):
+        """``w[c] = sum_a ds[a, a + c - (BLOCK - 1)]`` for ``c`` in ``HALF * BLOCK + [0,
+        BLOCK)``: the sums along the diagonals of a square tile, half of them at a time
+        (the gather's index has the tile's shape)."""
+        a = tl.arange(0, BLOCK)
+        c = HALF * BLOCK + tl.arange(0, BLOCK)
+        col = c[None, :] - (BLOCK - 1) + a[:, None]
+        inside = (col >= 0) & (col < BLOCK)
+        skewed = tl.gather(ds, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)
+        return tl.sum(tl.where(inside, skewed, 0.0), 0)
+
+    @triton.jit
+    def _backward_dq_kernel(
+        Q, K, V, TABLE, PAD, DO, LSE, DELTA, DQ, DTABLE,
+        sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
+        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
+    ):
+        """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
+        table's gradient (square tiles)."""
+        pid_m, rows, bh, b, h = _program(H, BLOCK)
+        row_ok = rows < TQ
+        d_qk = tl.arange(0, BD_QK)
+        d_v = tl.arange(0, BD_V)
+        q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+        do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
+        lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
+        delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
+        i_abs = rows + Q_OFFSET
+        table_row = TABLE + h * s_table_h
+        pad_row = PAD + b * TK
+        dq = tl.zeros([BLOCK, BD_QK], tl.float32)
+        c = tl.arange(0, BLOCK)
+        hi = TK
+        if CAUSAL:
+            hi = tl.minimum(TK, (pid_m + 1) * BLOCK + Q_OFFSET)
+        for start_n in range(0, hi, BLOCK):
+            cols = start_n + tl.arange(0, BLOCK)
+            col_ok = cols < TK
+            kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
+            vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
+            s = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
+                        HAS_PAD, CAUSAL, IEEE)
+            p = tl.exp2(s - lse[:, None])
+            ds = p * (_dot(do, vt, IEEE) - delta[:, None])
+            dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
+            if TABLE_GRAD:
+                # Distance of diagonal c: key start_n + c - (BLOCK-1) + a for query row a.
+                first = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO
+                for half in tl.static_range(2):
+                    index = first + half * BLOCK + c
+                    ok = (index >= 0) & (index < R) & (half * BLOCK + c < 2 * BLOCK - 1)
+                    tl.atomic_add(DTABLE + bh * R + index, _diagonal_sums(ds, half, BLOCK),
+                                  mask=ok)
+        _store_tile(DQ, bh, TQ, rows, row_ok, d_qk, D_QK, dq)
+
+
+def _strides(x: Tensor) -> tuple[int, int, int, int]:
+    return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
+
+
+def _block_dim(d: int) -> int:
+    """Head dimensions padded (masked) to a power of two, at least 16 (``tl.dot``)."""
+    return max(16, 1 << (d - 1).bit_length())
+
+
+#: Tile sizes: ``(BLOCK_M, BLOCK_N)`` forward, ``BLOCK`` backward (square tiles for the
+#: diagonal sums), and warps.
+FORWARD_BLOCKS = (64, 64)
+BACKWARD_BLOCK = 64
+NUM_WARPS = 4
+
+
+class _DistanceBiasAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
+                q_offset: int, key_padding_mask: Optional[Tensor], causal: bool) -> Tensor:
+        batch, heads, q_len, d_qk = q.shape
+        k_len, d_v = k.size(2), v.size(3)
+        pad = (key_padding_mask.to(torch.int8).contiguous() if key_padding_mask is not None
+               else torch.zeros(1, dtype=torch.int8, device=q.device))
+        table = table.contiguous()
+        out = q.new_empty(batch, heads, q_len, d_v)
+        lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
+        shape = _Shape(heads, q_len, k_len, q_offset, r_lo, table, d_qk, d_v,
+                       key_padding_mask is not None, causal, q.dtype == torch.float32)
+        block_m, block_n = FORWARD_BLOCKS
+        _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
+            q, k, v, table, pad, out, lse, *_strides(q), *_strides(k), *_strides(v),
+            *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=NUM_WARPS)
+        ctx.save_for_backward(q, k, v, table, pad, out, lse)
+        ctx.shape = shape
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out: Tensor):
+        q, k, v, table, pad, out, lse = ctx.saved_tensors
+        shape: _Shape = ctx.shape
+        batch, heads, q_len, d_qk = q.shape
+        k_len = k.size(2)
+        d_out = d_out.contiguous()
+        delta = torch.empty_like(lse)  # rowsum(dO * O), (B, H, q_len)
+        block = BACKWARD_BLOCK
+        _delta_kernel[(triton.cdiv(q_len, block), batch * heads)](
+            out, d_out, delta, q_len, D_V=shape.d_v,
+            BD_V=_block_dim(shape.d_v), BLOCK_M=block, num_warps=NUM_WARPS)
+        dq = torch.empty(batch, heads, q_len, d_qk, dtype=q.dtype, device=q.device)
+        dk = torch.empty(batch, heads, k_len, d_qk, dtype=k.dtype, device=k.device)
+        dv = torch.empty(batch, heads, k_len, v.size(3), dtype=v.dtype, device=v.device)
+        table_grad = ctx.needs_input_grad[3]
+        d_table = torch.zeros(batch * heads, shape.r if table_grad else 1,
+                              dtype=torch.float32, device=q.device)
+        common = (q, k, v, table, pad, d_out, lse, delta)
+        strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
+        _backward_dkdv_kernel[(triton.cdiv(k_len, block), batch * heads)](
+            *common, dk, dv, *strides, *shape.args(), BLOCK_M=block, BLOCK_N=block,
+            num_warps=NUM_WARPS)
+        _backward_dq_kernel[(triton.cdiv(q_len, block), batch * heads)](
+            *common, dq, d_table, *strides, *shape.args(), TABLE_GRAD=table_grad,
+            BLOCK=block, num_warps=NUM_WARPS)
+        grad_table = None
+        if table_grad:
+            grad_table = d_table.view(batch, heads, shape.r).sum(0)
+            if table.size(0) == 1:  # one table for every head
+                grad_table = grad_table.sum(0, keepdim=True)
+            grad_table = grad_table.to(table.dtype)
+        return dq, dk, dv, grad_table, None, None, None, None
+
+
+class _Shape:
+    """The scalar and compile-time arguments the three kernels share."""
+
+    def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
+                 table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
+                 ieee: bool) -> None:
+        self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
+        self.r_lo, self.r = r_lo, table.size(-1)
+        self.s_table_h = table.stride(0) if table.size(0) > 1 else 0
+        self.d_qk, self.d_v, self.has_pad, self.causal, self.ieee = (
+            d_qk, d_v, has_pad, causal, ieee)
+
+    def args(self) -> tuple:
+        return (self.s_table_h, self.heads, self.q_len, self.k_len, self.q_offset,
+                self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
+                _block_dim(self.d_v), self.has_pad, self.causal, self.ieee)
+
+
+def distance_bias_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
+                            q_offset: int = 0, key_padding_mask: Optional[Tensor] = None,
+                            causal: bool = False) -> Tensor:
+    """``softmax(q k^T + table[h, j - (q_offset + i) - r_lo] + mask) v``, no scaling.
+
+    ``q``: ``(B, H, q_len, d_qk)``, already scaled; ``k``: ``(B, H, k_len, d_qk)``;
+    ``v``: ``(B, H, k_len, d_v)``; ``table``: ``(H or 1, R)``, the bias of distances
+    ``r_lo .. r_lo + R - 1``, which must cover every ``j - (q_offset + i)``;
+    ``key_padding_mask``: ``(B, k_len)``, True at padding; ``causal``: mask keys
+    ``j > q_offset + i``. Rows with no key to attend to get zeros. Differentiable in
+    ``q``, ``k``, ``v`` and ``table``.
+    """
+    if triton is None:
+        raise RuntimeError("distance_bias_attention needs Triton (pip install triton, or a "
+                           "CUDA build of torch, which brings it)")
+    batch, heads, q_len, _ = q.shape
+    k_len = k.size(2)
+    if table.dim() != 2 or table.size(0) not in (1, heads):
+        raise ValueError(f"table must be (heads or 1, R), got {tuple(table.shape)}")
+    if r_lo > -(q_offset + q_len - 1) or r_lo + table.size(1) - 1 < k_len - 1 - q_offset:
+        raise ValueError(
+            f"the table covers distances {r_lo}..{r_lo + table.size(1) - 1}; this attention "
+            f"needs {-(q_offset + q_len - 1)}..{k_len - 1 - q_offset}")
+    return _DistanceBiasAttention.apply(q, k, v, table, r_lo, q_offset, key_padding_mask,
+                                        causal)

@@ -1,0 +1,271 @@
+"""The fused distance-bias kernel (``fairseq_posenc.kernels.distance_bias``) computes the
+attention and the gradients that a naive softmax with the bias written out computes.
+
+Without CUDA the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here
+before they are imported), in float32 and float16; the interpreter's ``tl.dot`` reads
+bfloat16 inputs wrongly (a product of 16 x 16 bf16 matrices came out ~1e10 off), so
+bfloat16, and the compiled kernels, are checked by ``tests/test_gpu.py``.
+
+References are independent of the kernel: ``softmax(q k^T + table[j - i] + masks) v`` in
+float64 with autograd, the padding and causal masks as booleans, and rows that see no key
+set to zero. Layers and models compare the kernel with the attention's bias path
+(``distance_kernel="bias"``), itself checked against each paper's formula in
+``test_formulas.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are defined
+pytest.importorskip("triton", reason="the fused kernels need Triton (scripts/test.sh "
+                    "installs it on CPU; CUDA builds of torch bring it)")
+
+import fairseq_posenc.kernels.distance_bias as kernels  # noqa: E402
+from fairseq_posenc.attention import PositionalMultiheadAttention  # noqa: E402
+from model_utils import build_attention, build_model  # noqa: E402
+from test_decoding import random_source  # noqa: E402
+from test_kernels import layer_run  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def interpreted():
+    """Kernels imported before this module set ``TRITON_INTERPRET`` are redefined."""
+    from triton.runtime.interpreter import InterpretedFunction
+    if DEVICE == "cpu" and not isinstance(kernels._forward_kernel, InterpretedFunction):
+        importlib.reload(kernels)
+    yield
+
+
+def naive(q, k, v, table, r_lo, q_offset, padding, causal):
+    """The attention as written: every logit, a boolean mask, a softmax, zeros for rows
+    that see no key."""
+    q_len, k_len = q.size(2), k.size(2)
+    i = torch.arange(q_len, device=q.device)[:, None] + q_offset
+    j = torch.arange(k_len, device=q.device)[None, :]
+    logits = q @ k.transpose(-1, -2) + table[:, j - i - r_lo]
+    blocked = torch.zeros(q.size(0), 1, q_len, k_len, dtype=torch.bool, device=q.device)
+    if padding is not None:
+        blocked = blocked | padding[:, None, None, :]
+    if causal:
+        blocked = blocked | (j > i)
+    probs = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
+    return probs.nan_to_num(0.0) @ v
+
+
+# (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table heads, table grad)
+CONFIGS = {
+    "encoder, left padding": (2, 3, 37, 37, 16, 16, 0, False, 3, True),
+    "decoder, causal, rows with no key": (2, 2, 70, 70, 16, 16, 0, True, 2, True),
+    "two tiles, one table for all heads": (2, 2, 130, 130, 16, 16, 0, False, 1, True),
+    "queries after a cache, extra q.k dims": (2, 2, 5, 80, 72, 64, 75, True, 2, True),
+    "a fixed table (ALiBi)": (1, 2, 20, 20, 16, 16, 0, False, 2, False),
+}
+
+
+def run_both(config, dtype, seed=0):
+    """The kernel in ``dtype`` and the naive softmax in float64 on the same (rounded)
+    inputs: outputs and the gradients of q, k, v and the table."""
+    batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table_heads, table_grad = config
+    g = torch.Generator().manual_seed(seed)
+    x = [torch.randn(batch, heads, n, d, generator=g, dtype=torch.float64)
+         for n, d in ((q_len, d_qk), (k_len, d_qk), (k_len, d_v))]
+    x[0] = x[0] / d_qk ** 0.5  # scaled queries, as the attention passes them
+    x = [t.to(dtype).double() for t in x]
+    r_lo = -(q_offset + q_len - 1) - 2  # a table wider than needed: offsets matter
+    table = torch.randn(table_heads, k_len + q_len + 3, generator=g, dtype=torch.float64)
+    table = table.to(dtype).double()
+    padding = torch.zeros(batch, k_len, dtype=torch.bool)
+    if causal:
+        padding[0, :4] = True  # a left-padded target: its first rows see only padding
+    else:
+        padding[0, :5] = True
+    weights = torch.randn(batch, heads, q_len, d_v, generator=g, dtype=torch.float64)
+
+    def grads(tensors, fn):
+        tensors = [t.clone().requires_grad_(i < 3 or table_grad)
+                   for i, t in enumerate(tensors)]
+        out = fn(*tensors)
+        (out.double() * weights).sum().backward()
+        return out.double().detach(), [None if t.grad is None else t.grad.double()
+                                        for t in tensors]
+
+    dev = [t.to(DEVICE, dtype) for t in x + [table]]
+    got = grads(dev, lambda q, k, v, t: kernels.distance_bias_attention(
+        q, k, v, t, r_lo, q_offset, padding.to(DEVICE), causal))
+    ref = grads(x + [table], lambda q, k, v, t: naive(
+        q, k, v, t, r_lo, q_offset, padding, causal))
+    return got, ref
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_kernel_equals_the_naive_softmax_float32(name):
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float32)
+    assert (out.cpu() - ref_out).abs().max() < 2e-5
+    for got, ref in zip(grads, ref_grads):
+        assert (got is None) == (ref is None)
+        if got is not None:
+            assert (got.cpu() - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
+
+
+@pytest.mark.parametrize("name", ["encoder, left padding", "decoder, causal, rows with no key"])
+def test_kernel_in_float16(name):
+    """Inputs rounded to float16, sums in float32: errors of float16's rounding."""
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float16)
+    assert (out.cpu() - ref_out).abs().max() < 2e-2
+    for got, ref in zip(grads, ref_grads):
+        assert (got.cpu() - ref).abs().max() < 2e-2 * max(1.0, ref.abs().max().item())
+
+
+def test_rows_with_no_key_are_zero_with_zero_gradients():
+    (out, grads), _ = run_both(CONFIGS["decoder, causal, rows with no key"], torch.float32)
+    assert out[0, :, :4].abs().max() == 0  # rows 0-3 of sentence 0 see only padding
+    assert torch.isfinite(torch.cat([g.flatten() for g in grads])).all()
+    assert grads[0][0, :, :4].abs().max() == 0
+
+
+def test_a_table_that_misses_distances_is_refused():
+    q = torch.zeros(1, 2, 4, 16, device=DEVICE)
+    with pytest.raises(ValueError, match="covers distances -2..3; this attention needs -3..3"):
+        kernels.distance_bias_attention(q, q, q, torch.zeros(2, 6, device=DEVICE), -2)
+    with pytest.raises(ValueError, match="table must be"):
+        kernels.distance_bias_attention(q, q, q, torch.zeros(3, 7, device=DEVICE), -3)
+
+
+# (encoding, flags, causal): every DISTANCE_BIAS encoding; TUPE-R's low-rank part joins
+# as extra q.k dimensions; the decoder's ALiBi stays the concatenated kernel.
+LAYER_CASES = [
+    ("t5", {}, False), ("t5", {}, True),
+    ("diet_rel", {}, False), ("diet_rel", {"diet_rel_sharing": "head"}, True),
+    ("at5", {}, False),
+    ("tupe_r", {}, False), ("tupe_r", {}, True),
+    ("alibi", {}, False),
+]
+
+
+@contextlib.contextmanager
+def counting_calls():
+    """The number of calls of the fused kernel while the block runs."""
+    calls: list[int] = []
+    original = kernels.distance_bias_attention
+    kernels.distance_bias_attention = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+    try:
+        yield calls
+    finally:
+        kernels.distance_bias_attention = original
+
+
+def set_kernels(module: torch.nn.Module, distance: str, low_rank: str) -> None:
+    for m in module.modules():
+        if isinstance(m, PositionalMultiheadAttention):
+            m.distance_kernel, m.low_rank_kernel = distance, low_rank
+
+
+@pytest.mark.parametrize("encoding,flags,causal", LAYER_CASES)
+def test_layer_with_the_fused_kernel_equals_the_bias(encoding, flags, causal):
+    """One layer, outputs and the gradients of every parameter (float32)."""
+    attn = build_attention(encoding, causal=causal, max_positions=80, embed_dim=32,
+                           num_heads=2, **flags).float().to(DEVICE)
+    attn.train()  # dropout is 0: training mode, with gradients, is deterministic
+    T, B = 70, 2
+    x = torch.randn(T, B, attn.embed_dim, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    padding = torch.zeros(B, T, dtype=torch.bool, device=DEVICE)
+    if causal:
+        padding[0, -6:] = True  # targets are padded on the right
+    else:
+        padding[0, :6] = True  # sources on the left
+    results = {}
+    for distance, low_rank in (("bias", "bias"), ("fused", "concat")):
+        set_kernels(attn, distance, low_rank)
+        with counting_calls() as calls:
+            results[distance] = layer_run(attn, x, causal, padding)
+        assert len(calls) == (distance == "fused")
+    (out_b, grads_b), (out_f, grads_f) = results["bias"], results["fused"]
+    assert (out_b - out_f).abs().max() < 1e-4
+    # float32 against float32: both paths are ~1e-6 of the largest gradient away from a
+    # float64 run (some gradients are 0 analytically, e.g. the keys' bias's).
+    scale = max(g.abs().max().item() for g in grads_b if g is not None)
+    for g_b, g_f in zip(grads_b, grads_f):
+        assert (g_b is None) == (g_f is None)
+        if g_b is not None:
+            assert (g_b - g_f).abs().max() < 1e-5 * scale
+
+
+def test_fused_kernel_is_chosen_only_where_exact():
+    """``"auto"`` in float32 (and on CPU), dropout, and terms of other kinds keep the
+    bias path (``"auto"`` in half precision on CUDA: ``test_gpu.py``)."""
+    with counting_calls() as calls:
+        for encoding, kernel, dropout, expected in [
+            ("t5", "fused", 0.0, 1), ("t5", "auto", 0.0, 0),
+            ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 0), ("diet_abs", "fused", 0.0, 0),
+            ("shaw", "fused", 0.0, 0),
+        ]:
+            calls.clear()
+            attn = build_attention(encoding, causal=False).float().to(DEVICE)
+            attn.distance_kernel = kernel
+            attn.dropout_module.p = dropout
+            attn.train()
+            x = torch.randn(5, 2, attn.embed_dim, device=DEVICE)
+            with attn.scope.open():
+                attn(x, x, x, need_weights=False)
+            assert len(calls) == expected, (encoding, kernel, dropout)
+
+
+@pytest.mark.parametrize("encoding", ["t5", "tupe_r"])
+def test_models_with_the_fused_kernel(encoding):
+    """A whole model (float32): the same outputs as with the bias, and incremental
+    decoding (single-query steps take the explicit path) equals the fused full forward."""
+    model, d = build_model(encoding)
+    model.float().to(DEVICE)
+    src, lengths = random_source(d)
+    src, lengths = src.to(DEVICE), lengths.to(DEVICE)
+    prev = torch.randint(d.nspecial, 40, (3, 6), device=DEVICE)
+    prev[:, 0] = d.eos()
+    outputs = {}
+    with torch.no_grad():
+        for distance, low_rank in (("bias", "bias"), ("fused", "concat")):
+            set_kernels(model, distance, low_rank)
+            with counting_calls() as calls:
+                enc_out = model.encoder(src, lengths)
+                outputs[distance] = (enc_out["encoder_out"][0],
+                                     model.decoder(prev, enc_out)[0])
+            assert len(calls) == (4 if distance == "fused" else 0)  # 2 + 2 layers
+        real = src.ne(d.pad()).t()
+        assert (outputs["bias"][0][real] - outputs["fused"][0][real]).abs().max() < 1e-4
+        assert (outputs["bias"][1] - outputs["fused"][1]).abs().max() < 1e-4
+        state: dict = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
+            assert (step - outputs["fused"][1][:, t]).abs().max() < 1e-4, t
+
+
+def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
+    """``"auto"`` uses the kernel on a device only after it matched the reference there:
+    the check passes for the kernel, and a kernel off by a little, or one that fails to
+    compile, is refused with a warning."""
+    from fairseq_posenc.kernels import self_check
+    dtype = torch.float16
+    assert self_check.self_check(torch.device(DEVICE), dtype)
+
+    def off(*args, **kwargs):
+        out = kernels.distance_bias_attention(*args, **kwargs)
+        return out + 0.05 * out.detach().abs().max()
+
+    monkeypatch.setattr(self_check, "distance_bias_attention", off)
+    with pytest.warns(RuntimeWarning, match="output is off by"):
+        assert not self_check.self_check(torch.device(DEVICE), dtype)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of resource: shared memory")
+
+    monkeypatch.setattr(self_check, "distance_bias_attention", broken)
+    with pytest.warns(RuntimeWarning, match="failed to run .*shared memory"):
+        assert not self_check.self_check(torch.device(DEVICE), dtype)
