@@ -73,14 +73,13 @@ from torch import Tensor
 
 from .context import PositionContext, PositionKind, PositionScope
 from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
+from .kernels import fused_by_default
 
 #: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
 LowRankKernel = Literal["auto", "concat", "bias"]
-#: ``"auto"``: the fused Triton kernel on CUDA in half precision, the bias elsewhere.
+#: ``"auto"``: the fused Triton kernel on CUDA in half precision
+#: (:func:`~fairseq_posenc.kernels.fused_by_default`), the bias elsewhere.
 DistanceKernel = Literal["auto", "fused", "bias"]
-#: Dtypes in which ``"auto"`` fuses a distance bias; float32 keeps the bias, where its
-#: cost was within 1.04x of stock's (``scripts/benchmark.py``'s float32 runs, issue 12).
-FUSED_DTYPES = frozenset({torch.float16, torch.bfloat16})
 #: Kinds that add a ``len x len`` (or larger) tensor to the logits.
 MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
                         PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
@@ -88,21 +87,6 @@ MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
 #: Kinds that need the logits written out (the explicit path).
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
-
-
-def _distance_kernel_available() -> bool:
-    """Triton importable: the fused distance-bias kernel can run (imported on first use)."""
-    global _TRITON
-    if _TRITON is None:
-        try:
-            import triton  # noqa: F401
-            _TRITON = True
-        except ImportError:
-            _TRITON = False
-    return _TRITON
-
-
-_TRITON: Optional[bool] = None
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -233,13 +217,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        if self.distance_kernel == "fused":
-            return True
-        if not (q.is_cuda and q.dtype in FUSED_DTYPES and _distance_kernel_available()):
-            return False
-        from .kernels.self_check import verified
-
-        return verified(q.device, q.dtype)
+        return self.distance_kernel == "fused" or fused_by_default("distance_bias", q)
 
     def forward(
         self,

@@ -66,3 +66,28 @@ def build_attention(
     attn.attach(enc, PositionScope())
     attn.encoding_module = enc  # registered here so .double() converts it too
     return attn.double().eval()
+
+
+def assert_kernels_agree(model, d: Dictionary, choose, reference: str, other: str,
+                         tol: float, device: str = "cpu") -> None:
+    """A whole model with two kernel choices (``choose(model, name)``): the same encoder
+    and decoder outputs (real source positions), and incremental decoding (single-query
+    steps) equals ``other``'s full forward."""
+    from test_decoding import random_source
+    src, lengths = random_source(d)
+    src, lengths = src.to(device), lengths.to(device)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=device)
+    prev[:, 0] = d.eos()
+    outputs = {}
+    with torch.no_grad():
+        for name in (reference, other):
+            choose(model, name)
+            enc_out = model.encoder(src, lengths)
+            outputs[name] = (enc_out["encoder_out"][0], model.decoder(prev, enc_out)[0])
+        real = src.ne(d.pad()).t()
+        assert (outputs[reference][0][real] - outputs[other][0][real]).abs().max() < tol
+        assert (outputs[reference][1] - outputs[other][1]).abs().max() < tol
+        state: dict = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
+            assert (step - outputs[other][1][:, t]).abs().max() < tol, t

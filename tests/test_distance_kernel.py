@@ -1,8 +1,8 @@
 """The fused distance-bias kernel (``fairseq_posenc.kernels.distance_bias``) computes the
 attention and the gradients that a naive softmax with the bias written out computes.
 
-Without CUDA the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here
-before they are imported), in float32 and float16; the interpreter's ``tl.dot`` reads
+Without CUDA the kernels run in Triton's interpreter (``tests/interpreted.py``), in
+float32 and float16; the interpreter's ``tl.dot`` reads
 bfloat16 inputs wrongly (a product of 16 x 16 bf16 matrices came out ~1e10 off), so
 bfloat16, and the compiled kernels, are checked by ``tests/test_gpu.py``.
 
@@ -16,33 +16,16 @@ set to zero. Layers and models compare the kernel with the attention's bias path
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
 
 import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"  # before the kernels are defined
-pytest.importorskip("triton", reason="the fused kernels need Triton (scripts/test.sh "
-                    "installs it on CPU; CUDA builds of torch bring it)")
+from fairseq_posenc.attention import PositionalMultiheadAttention
+from interpreted import DEVICE, kernel_module
+from model_utils import assert_kernels_agree, build_attention, build_model
+from test_kernels import layer_run
 
-import fairseq_posenc.kernels.distance_bias as kernels  # noqa: E402
-from fairseq_posenc.attention import PositionalMultiheadAttention  # noqa: E402
-from model_utils import build_attention, build_model  # noqa: E402
-from test_decoding import random_source  # noqa: E402
-from test_kernels import layer_run  # noqa: E402
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def interpreted():
-    """Kernels imported before this module set ``TRITON_INTERPRET`` are redefined."""
-    from triton.runtime.interpreter import InterpretedFunction
-    if DEVICE == "cpu" and not isinstance(kernels._forward_kernel, InterpretedFunction):
-        importlib.reload(kernels)
-    yield
+kernels = kernel_module("distance_bias")
 
 
 def naive(q, k, v, table, r_lo, q_offset, padding, causal):
@@ -222,50 +205,39 @@ def test_fused_kernel_is_chosen_only_where_exact():
 @pytest.mark.parametrize("encoding", ["t5", "tupe_r"])
 def test_models_with_the_fused_kernel(encoding):
     """A whole model (float32): the same outputs as with the bias, and incremental
-    decoding (single-query steps take the explicit path) equals the fused full forward."""
+    decoding (single-query steps take the explicit path) equals the fused full forward;
+    the kernel runs in all 2 + 2 self-attention layers of the full forwards."""
     model, d = build_model(encoding)
     model.float().to(DEVICE)
-    src, lengths = random_source(d)
-    src, lengths = src.to(DEVICE), lengths.to(DEVICE)
-    prev = torch.randint(d.nspecial, 40, (3, 6), device=DEVICE)
-    prev[:, 0] = d.eos()
-    outputs = {}
-    with torch.no_grad():
-        for distance, low_rank in (("bias", "bias"), ("fused", "concat")):
-            set_kernels(model, distance, low_rank)
-            with counting_calls() as calls:
-                enc_out = model.encoder(src, lengths)
-                outputs[distance] = (enc_out["encoder_out"][0],
-                                     model.decoder(prev, enc_out)[0])
-            assert len(calls) == (4 if distance == "fused" else 0)  # 2 + 2 layers
-        real = src.ne(d.pad()).t()
-        assert (outputs["bias"][0][real] - outputs["fused"][0][real]).abs().max() < 1e-4
-        assert (outputs["bias"][1] - outputs["fused"][1]).abs().max() < 1e-4
-        state: dict = {}
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
-            assert (step - outputs["fused"][1][:, t]).abs().max() < 1e-4, t
+
+    def choose(model, distance):
+        set_kernels(model, distance, "concat" if distance == "fused" else "bias")
+
+    with counting_calls() as calls:
+        assert_kernels_agree(model, d, choose, "bias", "fused", 1e-4, DEVICE)
+    assert len(calls) == 4
 
 
 def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     """``"auto"`` uses the kernel on a device only after it matched the reference there:
     the check passes for the kernel, and a kernel off by a little, or one that fails to
     compile, is refused with a warning."""
-    from fairseq_posenc.kernels import self_check
+    self_check = kernel_module("self_check")
     dtype = torch.float16
-    assert self_check.self_check(torch.device(DEVICE), dtype)
+    assert self_check.self_check("distance_bias", torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
         out = kernels.distance_bias_attention(*args, **kwargs)
         return out + 0.05 * out.detach().abs().max()
 
     monkeypatch.setattr(self_check, "distance_bias_attention", off)
-    with pytest.warns(RuntimeWarning, match="output is off by"):
-        assert not self_check.self_check(torch.device(DEVICE), dtype)
+    with pytest.warns(RuntimeWarning, match="distance_bias kernel is not used .* output "
+                      "is off by .* bias instead"):
+        assert not self_check.self_check("distance_bias", torch.device(DEVICE), dtype)
 
     def broken(*args, **kwargs):
         raise RuntimeError("out of resource: shared memory")
 
     monkeypatch.setattr(self_check, "distance_bias_attention", broken)
-    with pytest.warns(RuntimeWarning, match="failed to run .*shared memory"):
-        assert not self_check.self_check(torch.device(DEVICE), dtype)
+    with pytest.warns(RuntimeWarning, match="failed to run: .*shared memory"):
+        assert not self_check.self_check("distance_bias", torch.device(DEVICE), dtype)

@@ -16,8 +16,7 @@ import pytest
 import torch
 
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from model_utils import build_attention, build_model
-from test_decoding import random_source
+from model_utils import assert_kernels_agree, build_attention, build_model
 
 TOL = 1e-10
 
@@ -110,22 +109,7 @@ def test_models_with_the_concatenated_kernel(encoding):
     """A whole model: the same outputs with either kernel, and incremental decoding (its
     single-query steps take the explicit path) equals the concat kernel's full forward."""
     model, d = build_model(encoding)
-    src, lengths = random_source(d)
-    prev = torch.randint(d.nspecial, 40, (3, 6))
-    prev[:, 0] = d.eos()
-    outputs = {}
-    with torch.no_grad():
-        for kernel in ("bias", "concat"):
-            set_kernel(model, kernel)
-            enc_out = model.encoder(src, lengths)
-            outputs[kernel] = (enc_out["encoder_out"][0], model.decoder(prev, enc_out)[0])
-        real = src.ne(d.pad()).t()
-        assert (outputs["bias"][0][real] - outputs["concat"][0][real]).abs().max() < 1e-5
-        assert (outputs["bias"][1] - outputs["concat"][1]).abs().max() < 1e-5
-        state: dict = {}
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
-            assert (step - outputs["concat"][1][:, t]).abs().max() < 1e-5, t
+    assert_kernels_agree(model, d, set_kernel, "bias", "concat", 1e-5)
 
 
 def test_read_rows_equals_indexing_values_and_gradients():

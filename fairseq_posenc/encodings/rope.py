@@ -6,6 +6,9 @@ at position ``p`` turn by the angle ``p * theta_i``, ``theta_i = base^(-2i/d_h)`
 ``j - i``. Interleaved pairs as in the paper (GPT-NeoX rotates the two halves instead: the
 same family, a different pairing). Applied in every self-attention layer; no parameters.
 Keys are cached rotated, so decoding step ``t`` rotates only its own query and key.
+On CUDA in half precision the rotation is one fused pass
+(:mod:`fairseq_posenc.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
+complex64 product without its float32 copies.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
 are contiguous and, the encoding being relative, the padding offset cancels.
@@ -17,11 +20,13 @@ position encodings today expect it.
 from __future__ import annotations
 
 import argparse
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from ..context import PositionContext, PositionKind, Window
+from ..kernels import fused_by_default
 from .base import PositionEncoding
 from .flags import Flag
 from .registry import register_encoding
@@ -49,8 +54,13 @@ class Rope(PositionEncoding):
     flags = (Flag("--rope-base", "rope: base of the rotation frequencies (default 10000)",
                   default=10000.0, type=float, metavar="B"),)
 
-    def __init__(self, head_dim: int, base: float) -> None:
+    def __init__(self, head_dim: int, base: float,
+                 kernel: Literal["auto", "fused", "complex"] = "auto") -> None:
+        """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
+        (:func:`~fairseq_posenc.kernels.fused_by_default`) and the complex64 product
+        (:func:`rotate_pairs`) elsewhere; or either one everywhere."""
         super().__init__()
+        self.kernel = kernel
         if head_dim % 2:
             raise ValueError(f"--pos-encoding rope needs an even head dimension, got {head_dim}")
         theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
@@ -87,4 +97,8 @@ class Rope(PositionEncoding):
                   ctx: PositionContext) -> tuple[Tensor, Tensor]:
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
+        if self.kernel == "fused" or (self.kernel == "auto" and fused_by_default("rotary", q)):
+            from ..kernels.rotary import rotate
+
+            return rotate(q, rotation), rotate(k, rotation)
         return rotate_pairs(q, rotation), rotate_pairs(k, rotation)

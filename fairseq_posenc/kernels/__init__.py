@@ -1,2 +1,31 @@
-"""Triton kernels for position terms that ``torch``'s fused attention cannot run exactly
-without a ``len x len`` tensor. Imported only where used: Triton is optional on CPU."""
+"""Triton kernels for position terms that ``torch``'s own kernels run only with extra
+passes or ``len x len`` tensors. Each module is imported where it is used: Triton is
+optional on CPU, and Triton's interpreter (``TRITON_INTERPRET=1``) must be chosen before
+a kernel is defined."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+from torch import Tensor
+
+#: Dtypes in which ``"auto"`` uses a fused kernel; float32 keeps torch's path, where the
+#: position terms cost at most 1.04x stock's on an H100 (``scripts/benchmark.py``'s
+#: float32 runs, issue 12) and a Triton kernel would give up TF32-free exactness.
+FUSED_DTYPES = frozenset({torch.float16, torch.bfloat16})
+
+
+def triton_available() -> bool:
+    """Whether Triton is installed (checked without importing it)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def fused_by_default(kernel: str, x: Tensor) -> bool:
+    """``"auto"``'s choice for ``kernel`` (a key of :data:`.self_check.CHECKS`) on ``x``:
+    on CUDA, in half precision, with Triton, once the kernel has been verified there."""
+    if not (x.is_cuda and x.dtype in FUSED_DTYPES and triton_available()):
+        return False
+    from .self_check import verified
+
+    return verified(kernel, x.device, x.dtype)

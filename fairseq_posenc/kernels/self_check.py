@@ -1,20 +1,26 @@
 """A compiled kernel runs by default only where it has computed the right numbers.
 
 Triton compiles a kernel for the GPU and the Triton release at hand, and the tests can
-only vouch for the ones they ran on. So before ``distance_kernel="auto"`` uses the fused
-distance-bias kernel on a device and dtype, it runs it once on a small attention (2
-sentences, 2 heads, 80 tokens: two tiles, the last one partial; padding; with and
-without the causal mask; head dimensions 64 and 128, i.e. with a concatenated low-rank
-term) and compares outputs and gradients with ``scaled_dot_product_attention`` over the
-bias written out, in float32. A failure to compile or a wrong number is a warning and the
-bias path for the rest of the process, not a crashed or silently wrong training run.
-The variants checked are the ones compiled for training, so the check costs little more
-than the compilation that the first training step would do anyway.
+only vouch for the ones they ran on. So before an ``"auto"`` choice uses a fused kernel on
+a device and dtype, the kernel runs once on a small problem there and is compared with the
+path it replaces, outputs and gradients, in float32:
+
+* ``"distance_bias"`` -- 2 sentences, 2 heads, 80 tokens (two tiles, the last one
+  partial), padding, with and without the causal mask, head dimensions 64 and 128 (with
+  a concatenated low-rank term); against ``scaled_dot_product_attention`` over the bias
+  written out. These are the variants training compiles, so the check costs little more
+  than the compilation the first training step would do anyway.
+* ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
+  rotation.
+
+A failure to compile or a wrong number is a warning and the replaced path for the rest of
+the process, not a crashed or silently wrong training run.
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import Callable, Iterable, Optional
 
 import torch
 import torch.nn.functional as F
@@ -22,25 +28,58 @@ from torch import Tensor
 
 from ..positions import expand_distance_bias
 from .distance_bias import distance_bias_attention
+from .rotary import rotate
 
 #: Largest error allowed, relative to the largest reference value: probabilities are
 #: rounded to the input dtype for the products (bf16: 8 bits).
 TOLERANCE = 3e-2
 
-_VERDICTS: dict[tuple[str, torch.dtype], bool] = {}
+_VERDICTS: dict[tuple[str, str, torch.dtype], bool] = {}
 
 
-def verified(device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether the fused kernel agreed with the reference on ``device`` in ``dtype``
-    (checked once per process)."""
-    key = (str(device), dtype)
+def verified(kernel: str, device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether ``kernel`` (a key of :data:`CHECKS`) agreed with the path it replaces on
+    ``device`` in ``dtype`` (checked once per process)."""
+    key = (kernel, str(device), dtype)
     if key not in _VERDICTS:
-        _VERDICTS[key] = self_check(device, dtype)
+        _VERDICTS[key] = self_check(kernel, device, dtype)
     return _VERDICTS[key]
 
 
-def _reference(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
-               causal: bool) -> Tensor:
+def self_check(kernel: str, device: torch.device, dtype: torch.dtype) -> bool:
+    """Run ``kernel``'s check; warn and return False on an error or a disagreement."""
+    try:
+        with torch.enable_grad():
+            problem = CHECKS[kernel](device, dtype)
+    except Exception as error:  # a compile or launch failure: fall back, say why
+        problem = f"it failed to run: {error!r:.300}"
+    if problem is None:
+        return True
+    warnings.warn(
+        f"fairseq-posenc: the fused {kernel} kernel is not used on {device} in {dtype}: "
+        f"{problem}. {FALLBACKS[kernel]} instead (same numbers, slower). Please report it "
+        "with your GPU, torch and triton versions.", RuntimeWarning, stacklevel=3)
+    return False
+
+
+def _outputs_and_grads(fn: Callable[..., Tensor], inputs: list[Tensor],
+                       weights: Tensor) -> list[Tensor]:
+    out = fn(*inputs)
+    return [out, *torch.autograd.grad((out.float() * weights).sum(), inputs)]
+
+
+def _disagreement(names: Iterable[str], got: list[Tensor], ref: list[Tensor],
+                  what: str) -> Optional[str]:
+    for name, a, b in zip(names, got, ref):
+        err = float((a.float() - b.float()).abs().max())
+        scale = float(b.float().abs().max())
+        if not err <= TOLERANCE * scale:
+            return f"its {name} is off by {err:.3g} (largest value {scale:.3g}; {what})"
+    return None
+
+
+def _sdpa_with_bias(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
+                    causal: bool) -> Tensor:
     length = q.size(2)
     mask = expand_distance_bias(table.float(), -(length - 1), length, length, 0)[None]
     blocked = padding[:, None, None, :]
@@ -52,11 +91,11 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
                                           scale=1.0)
 
 
-def self_check(device: torch.device, dtype: torch.dtype) -> bool:
-    """Run the kernel's training variants against the reference; warn and return False on
-    an error or a disagreement."""
+def check_distance_bias(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     g = torch.Generator().manual_seed(0)
     batch, heads, length = 2, 2, 80
+    padding = torch.zeros(batch, length, dtype=torch.bool, device=device)
+    padding[0, :3] = True  # every row still sees a key
     for causal in (False, True):
         for d_qk in (64, 128):
             q, k, v = (torch.randn(batch, heads, length, d, generator=g)
@@ -64,34 +103,41 @@ def self_check(device: torch.device, dtype: torch.dtype) -> bool:
             table = torch.randn(heads, 2 * length - 1, generator=g)
             inputs = [x.to(device, dtype).requires_grad_()
                       for x in (q / d_qk ** 0.5, k, v, table)]
-            padding = torch.zeros(batch, length, dtype=torch.bool, device=device)
-            padding[0, :3] = True  # every row still sees a key
             weights = torch.randn(batch, heads, length, 64, generator=g).to(device)
-            variant = f"{'causal' if causal else 'bidirectional'}, d_qk {d_qk}"
-            try:
-                with torch.enable_grad():
-                    out = distance_bias_attention(*inputs[:3], inputs[3], -(length - 1),
-                                                  0, padding, causal)
-                    got = [out, *torch.autograd.grad((out.float() * weights).sum(), inputs)]
-                    ref_in = [x.detach().float().requires_grad_() for x in inputs]
-                    ref_out = _reference(*ref_in, padding, causal)
-                    ref = [ref_out, *torch.autograd.grad((ref_out * weights).sum(), ref_in)]
-            except Exception as error:  # a compile or launch failure: fall back, say why
-                _warn(device, dtype, f"it failed to run ({variant}): {error!r:.300}")
-                return False
-            for name, a, b in zip(("output", "dq", "dk", "dv", "d_table"), got, ref):
-                err = float((a.float() - b).abs().max())
-                scale = float(b.abs().max())
-                if not err <= TOLERANCE * scale:
-                    _warn(device, dtype, f"its {name} is off by {err:.3g} (largest value "
-                          f"{scale:.3g}; {variant})")
-                    return False
-    return True
+            got = _outputs_and_grads(
+                lambda q, k, v, t: distance_bias_attention(q, k, v, t, -(length - 1), 0,
+                                                           padding, causal),
+                inputs, weights)
+            ref = _outputs_and_grads(
+                lambda q, k, v, t: _sdpa_with_bias(q, k, v, t, padding, causal),
+                [x.detach().float().requires_grad_() for x in inputs], weights)
+            problem = _disagreement(("output", "dq", "dk", "dv", "d_table"), got, ref,
+                                    f"{'causal' if causal else 'bidirectional'}, d_qk {d_qk}")
+            if problem:
+                return problem
+    return None
 
 
-def _warn(device: torch.device, dtype: torch.dtype, why: str) -> None:
-    warnings.warn(
-        f"fairseq-posenc: the fused distance-bias kernel is not used on {device} in "
-        f"{dtype}: {why}. Distance biases run as a (B, H, T, T) bias instead (same "
-        "numbers, slower). Please report it with your GPU, torch and triton versions.",
-        RuntimeWarning, stacklevel=3)
+def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    from ..encodings.rope import rotate_pairs
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 2, 80, 64, generator=g).to(device, dtype).requires_grad_()
+    theta = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    angles = torch.arange(80, dtype=torch.float64)[:, None] * theta
+    rotation = torch.polar(torch.ones_like(angles), angles).to(torch.complex64).to(device)
+    weights = torch.randn(2, 2, 80, 64, generator=g).to(device)
+    got = _outputs_and_grads(lambda x: rotate(x, rotation), [x], weights)
+    ref = _outputs_and_grads(lambda x: rotate_pairs(x, rotation),
+                             [x.detach().clone().requires_grad_()], weights)
+    return _disagreement(("output", "dx"), got, ref, "80 positions, d_h 64")
+
+
+CHECKS: dict[str, Callable[[torch.device, torch.dtype], Optional[str]]] = {
+    "distance_bias": check_distance_bias,
+    "rotary": check_rotary,
+}
+FALLBACKS = {
+    "distance_bias": "Distance biases run as a (B, H, T, T) bias",
+    "rotary": "RoPE rotates q and k in complex64",
+}

@@ -1,10 +1,12 @@
-"""The fused distance-bias kernel on a GPU: one self-attention call, forward + backward,
-against stock's padding mask and today's (B, H, T, T) bias with its gradient; a sweep of
-tile sizes and warps; then training steps of whole models with either kernel.
+"""The fused Triton kernels on a GPU. The distance-bias kernel: one self-attention call,
+forward + backward, against stock's padding mask and the (B, H, T, T) bias with its
+gradient, and a sweep of tile sizes and warps. Then training steps of whole models with
+either kernel: the distance-bias encodings (bias / fused) and RoPE (complex64 / fused
+rotation).
 
-    python docs/benchmark-gpu-runs/distance_kernel_calls.py OUT_DIR
+    python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR
 
-writes OUT_DIR/distance-kernel-calls.json (one record per line printed as it goes).
+writes OUT_DIR/fused-kernels.json (one record per line printed as it goes).
 Timings are medians of CUDA-event times over 30 calls after 3 warm-up calls; model steps
 are interleaved with stock's, as posenc-benchmark does.
 """
@@ -22,6 +24,7 @@ from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.benchmark.workload import (build_model, init_optimizer_state,
                                                make_batch, make_optimizer, train_step)
 from fairseq_posenc.build import toy_dictionary
+from fairseq_posenc.encodings.rope import Rope
 
 dev = torch.device("cuda")
 H, D = 8, 64
@@ -113,19 +116,38 @@ def sweep(B, T, dtype):
     K.FORWARD_BLOCKS, K.BACKWARD_BLOCK, K.NUM_WARPS = saved
 
 
-def model_steps(length, dtype, names=("t5", "diet_rel", "tupe_r", "at5", "alibi"), reps=8):
-    """Training steps (32k-token batches, base): each encoding with the bias and with the
-    fused kernel, interleaved with stock's."""
+def set_distance_kernel(model, kernel):
+    for m in model.modules():
+        if isinstance(m, PositionalMultiheadAttention):
+            m.distance_kernel = kernel
+
+
+def set_rotation_kernel(model, kernel):
+    for m in model.modules():
+        if isinstance(m, Rope):
+            m.kernel = kernel
+
+
+#: encoding -> (how to choose its kernel, the two choices: torch's path, the fused one)
+VARIANTS = {
+    **{name: (set_distance_kernel, ("bias", "fused"))
+       for name in ("t5", "diet_rel", "tupe_r", "at5", "alibi")},
+    "rope": (set_rotation_kernel, ("complex", "fused")),
+}
+
+
+def model_steps(length, dtype, names=tuple(VARIANTS), reps=8):
+    """Training steps (32k-token batches, base): each encoding with torch's path and with
+    the fused kernel, each interleaved with stock's."""
     d = toy_dictionary(10000)
     batch = make_batch(d, 32768 // length, length, 1, dev)
     times = {"stock": []}
     for name in names:
         model = build_model(name, "base", d, 1, dev, dtype=dtype)
         stock = build_model("stock", "base", d, 1, dev, dtype=dtype)
-        for kernel in ("bias", "fused"):
-            for m in model.modules():
-                if isinstance(m, PositionalMultiheadAttention):
-                    m.distance_kernel = kernel
+        choose, kernels = VARIANTS[name]
+        for kernel in kernels:
+            choose(model, kernel)
             steps = []
             for net, out in ((model, steps), (stock, times["stock"])):
                 opt = make_optimizer(net.parameters())
@@ -154,4 +176,4 @@ if __name__ == "__main__":
     sweep(64, 512, torch.bfloat16)
     for length in (128, 512):
         model_steps(length, torch.float16)
-    json.dump(records, open(f"{sys.argv[1]}/distance-kernel-calls.json", "w"), indent=1)
+    json.dump(records, open(f"{sys.argv[1]}/fused-kernels.json", "w"), indent=1)

@@ -1,0 +1,96 @@
+"""RoPE's rotation of queries or keys in one pass (Su et al. 2021, eq. 34).
+
+``y[2i] = x[2i] cos(p theta_i) - x[2i+1] sin(p theta_i)``,
+``y[2i+1] = x[2i] sin(p theta_i) + x[2i+1] cos(p theta_i)`` at position ``p``.
+
+:func:`fairseq_posenc.encodings.rope.rotate_pairs` computes this as a complex64 product,
+so half-precision q and k are cast to float32, multiplied and cast back: three passes
+and two float32 copies of each, in the forward and again in the backward
+(``aten::_to_copy`` took 12.5 ms of 134 ms of GPU time in two RoPE training steps, H100,
+fp16, 256 x 128 tokens; ``docs/benchmark-gpu-runs/profile-rope.txt``). Here one pass reads
+``x`` in its dtype, rotates each pair in float32 with the same float32 ``cos``/``sin``,
+and writes ``x``'s dtype: the same products and sums, rounded once to the output dtype, as
+the complex path. The backward is the inverse rotation (the transpose: ``-sin``) of the
+gradient, by the same kernel.
+
+Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
+before import), where ``tests/test_rotary_kernel.py`` compares it with the complex path.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised where triton is absent
+    triton = None
+
+#: Positions per program; pairs per program is the head dimension's half, padded.
+BLOCK_T = 32
+
+if triton is not None:
+
+    @triton.jit
+    def _rotate_kernel(X, ROT, Y, sxb, sxh, sxt, H, T, SIGN: tl.constexpr,
+                       HALF_D: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_T: tl.constexpr):
+        """``X``: ``(B, H, T, 2 HALF_D)``, last stride 1; ``ROT``: ``(T, HALF_D, 2)``
+        float32, ``(cos, sin)`` per position and pair; ``Y``: contiguous like ``X``."""
+        pid_t = tl.program_id(0)
+        bh = tl.program_id(1)
+        t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+        pair = tl.arange(0, BLOCK_P)
+        mask = (t < T)[:, None] & (pair < HALF_D)[None, :]
+        x = X + (bh // H) * sxb + (bh % H) * sxh + t[:, None] * sxt + 2 * pair[None, :]
+        x0 = tl.load(x, mask=mask, other=0.0).to(tl.float32)
+        x1 = tl.load(x + 1, mask=mask, other=0.0).to(tl.float32)
+        rot = ROT + (t[:, None] * HALF_D + pair[None, :]) * 2
+        cos = tl.load(rot, mask=mask, other=1.0)
+        sin = tl.load(rot + 1, mask=mask, other=0.0) * SIGN
+        y = Y + (bh * T + t[:, None]) * (2 * HALF_D) + 2 * pair[None, :]
+        tl.store(y, (x0 * cos - x1 * sin).to(Y.dtype.element_ty), mask=mask)
+        tl.store(y + 1, (x0 * sin + x1 * cos).to(Y.dtype.element_ty), mask=mask)
+
+
+def available() -> bool:
+    """Whether Triton is importable (the kernel can run)."""
+    return triton is not None
+
+
+def _rotate(x: Tensor, rotation: Tensor, sign: int) -> Tensor:
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    batch, heads, length, dim = x.shape
+    y = torch.empty(batch, heads, length, dim, dtype=x.dtype, device=x.device)
+    _rotate_kernel[(triton.cdiv(length, BLOCK_T), batch * heads)](
+        x, rotation, y, x.stride(0), x.stride(1), x.stride(2), heads, length, SIGN=sign,
+        HALF_D=dim // 2, BLOCK_P=max(16, 1 << (dim // 2 - 1).bit_length()),
+        BLOCK_T=BLOCK_T)
+    return y
+
+
+class _Rotate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, rotation: Tensor) -> Tensor:
+        ctx.save_for_backward(rotation)
+        return _rotate(x, rotation, 1)
+
+    @staticmethod
+    def backward(ctx, d_y: Tensor):
+        (rotation,) = ctx.saved_tensors
+        return _rotate(d_y, rotation, -1), None
+
+
+def rotate(x: Tensor, rotation: Tensor) -> Tensor:
+    """``x`` (``(B, H, T, d)``) with pair ``i`` at position ``t`` turned by the unit
+    complex number ``rotation[t, i]`` (``(T, d/2)``, complex64): what
+    :func:`~fairseq_posenc.encodings.rope.rotate_pairs` computes, in one pass."""
+    if triton is None:
+        raise RuntimeError("the fused rotation needs Triton (pip install triton, or a CUDA "
+                           "build of torch, which brings it)")
+    if rotation.dtype != torch.complex64 or rotation.shape != (x.size(2), x.size(3) // 2):
+        raise ValueError(f"rotation must be complex64 of shape {(x.size(2), x.size(3) // 2)}"
+                         f", got {rotation.dtype} {tuple(rotation.shape)}")
+    return _Rotate.apply(x, torch.view_as_real(rotation.contiguous()))
