@@ -33,11 +33,11 @@ Two paths:
   the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
   product once per forward for all layers, read at the rows' positions.
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
-  A ``DISTANCE_BIAS`` term that is the layer's only ``len x len`` term runs, on CUDA in
-  half precision without attention dropout, in the fused kernel of
-  :mod:`fairseq_posenc.kernels.distance_bias` (``distance_kernel="auto"``, once
+  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term that is the layer's only ``len x len``
+  term runs, on CUDA in half precision without attention dropout, in the fused kernel of
+  :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
   :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
-  ``(H, R)`` table read inside its tiles, padding as a ``(B, T)`` mask, the decoder's
+  ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)`` mask, the decoder's
   future mask as causality, the table's gradient summed by distance in the kernel. No
   ``len x len`` tensor, where ``scaled_dot_product_attention`` with the bias and its
   gradient took 2.84 ms against 1.00 ms with a padding mask (H100, fp16, B=64, T=512).
@@ -45,7 +45,7 @@ Two paths:
   ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
   probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
-  al.'s methods 1-3), or the caller asks for the attention weights; and for a single query
+  al.'s methods 1-3; 1-2 run fused where the distance kernel does), or the caller asks for the attention weights; and for a single query
   row (an incremental decoding step), where stock fairseq also takes its explicit path:
   on CPU, ``scaled_dot_product_attention`` was 1.2-2.0x slower than ``matmul`` + softmax
   for one query over 16-121 keys (``B*beam = 20``, 8 heads, ``d_h = 64``); and on CPU for
@@ -84,9 +84,11 @@ DistanceKernel = Literal["auto", "fused", "bias"]
 MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
                         PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
                         PositionKind.PROJECTION})
-#: Kinds that need the logits written out (the explicit path).
+#: Kinds that need the logits written out (the explicit path), unless fused.
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
+#: Kinds the fused distance kernel runs (:mod:`fairseq_posenc.kernels.distance`).
+FUSED_DISTANCE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.DISTANCE_SCALE})
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -206,9 +208,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
 
     def _fuses_distance(self, term: PositionEncoding, q: Tensor, tgt_len: int, src_len: int,
                         attn_mask: Optional[Tensor]) -> bool:
-        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS``, runs in the fused
-        distance-bias kernel (:mod:`fairseq_posenc.kernels.distance_bias`)."""
-        if term.kind is not PositionKind.DISTANCE_BIAS or self.distance_kernel == "bias":
+        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE``,
+        runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
+        if term.kind not in FUSED_DISTANCE or self.distance_kernel == "bias":
             return False
         if self.dropout_module.p > 0 and (
                 self.training or self.dropout_module.apply_during_inference):
@@ -217,7 +219,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        return self.distance_kernel == "fused" or fused_by_default("distance_bias", q)
+        return self.distance_kernel == "fused" or fused_by_default("distance", q)
 
     def forward(
         self,
@@ -263,13 +265,16 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q_offset = src_len - tgt_len
 
         need_weights = need_weights or need_head_weights
-        explicit = need_weights or tgt_len == 1 or any(t.kind in NEEDS_LOGITS for t in terms)
+        explicit = need_weights or tgt_len == 1
         concatenated = [] if explicit else [
             t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
-        sized = [t for t in terms if t not in concatenated and t.kind in MASK_SIZED]
+        sized = [t for t in terms
+                 if t not in concatenated and t.kind in MASK_SIZED | NEEDS_LOGITS]
         fused = (sized[0] if not explicit and len(sized) == 1
                  and self._fuses_distance(sized[0], q, tgt_len, src_len, attn_mask) else None)
-        if sized and fused is None:
+        if fused is None and any(t.kind in NEEDS_LOGITS for t in terms):
+            explicit, concatenated = True, []
+        elif sized and fused is None:
             # Another term adds a len x len bias anyway (TUPE-R's buckets without the
             # fused kernel): the low-rank term joins it, computed once per forward for
             # all layers, which was cheaper than extra dimensions in every layer
@@ -283,13 +288,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 for t in concatenated])
 
         if fused is not None:
-            from .kernels.distance_bias import distance_bias_attention
+            from .kernels.distance import distance_attention
 
             if concatenated:
                 q, k = concatenate(q, k)
             table, r_lo = fused.distance_table(tgt_len, src_len, q_offset, ctx)
-            out = distance_bias_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                          causal=attn_mask is not None)
+            out = distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
+                                     causal=attn_mask is not None,
+                                     factor=fused.kind is PositionKind.DISTANCE_SCALE)
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 

@@ -1,4 +1,4 @@
-"""The fused distance-bias kernel (``fairseq_posenc.kernels.distance_bias``) computes the
+"""The fused distance-bias kernel (``fairseq_posenc.kernels.distance``) computes the
 attention and the gradients that a naive softmax with the bias written out computes.
 
 Without CUDA the kernels run in Triton's interpreter (``tests/interpreted.py``), in
@@ -25,16 +25,18 @@ from interpreted import DEVICE, kernel_module
 from model_utils import assert_kernels_agree, build_attention, build_model
 from test_kernels import layer_run
 
-kernels = kernel_module("distance_bias")
+kernels = kernel_module("distance")
 
 
-def naive(q, k, v, table, r_lo, q_offset, padding, causal):
-    """The attention as written: every logit, a boolean mask, a softmax, zeros for rows
-    that see no key."""
+def naive(q, k, v, table, r_lo, q_offset, padding, causal, factor):
+    """The attention as written: every logit (``q.k + b`` or ``q.k * b``), a boolean mask,
+    a softmax, zeros for rows that see no key."""
     q_len, k_len = q.size(2), k.size(2)
     i = torch.arange(q_len, device=q.device)[:, None] + q_offset
     j = torch.arange(k_len, device=q.device)[None, :]
-    logits = q @ k.transpose(-1, -2) + table[:, j - i - r_lo]
+    term = table[:, j - i - r_lo]
+    logits = q @ k.transpose(-1, -2)
+    logits = logits * term if factor else logits + term
     blocked = torch.zeros(q.size(0), 1, q_len, k_len, dtype=torch.bool, device=q.device)
     if padding is not None:
         blocked = blocked | padding[:, None, None, :]
@@ -44,20 +46,24 @@ def naive(q, k, v, table, r_lo, q_offset, padding, causal):
     return probs.nan_to_num(0.0) @ v
 
 
-# (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table heads, table grad)
+# (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table heads, table grad,
+#  the table a factor)
 CONFIGS = {
-    "encoder, left padding": (2, 3, 37, 37, 16, 16, 0, False, 3, True),
-    "decoder, causal, rows with no key": (2, 2, 70, 70, 16, 16, 0, True, 2, True),
-    "two tiles, one table for all heads": (2, 2, 130, 130, 16, 16, 0, False, 1, True),
-    "queries after a cache, extra q.k dims": (2, 2, 5, 80, 72, 64, 75, True, 2, True),
-    "a fixed table (ALiBi)": (1, 2, 20, 20, 16, 16, 0, False, 2, False),
+    "encoder, left padding": (2, 3, 37, 37, 16, 16, 0, False, 3, True, False),
+    "decoder, causal, rows with no key": (2, 2, 70, 70, 16, 16, 0, True, 2, True, False),
+    "two tiles, one table for all heads": (2, 2, 130, 130, 16, 16, 0, False, 1, True, False),
+    "queries after a cache, extra q.k dims": (2, 2, 5, 80, 72, 64, 75, True, 2, True, False),
+    "a fixed table (ALiBi)": (1, 2, 20, 20, 16, 16, 0, False, 2, False, False),
+    "a factor (Huang), two tiles": (2, 2, 70, 70, 16, 16, 0, False, 2, True, True),
+    "a factor, causal, rows with no key": (2, 2, 40, 40, 16, 16, 0, True, 2, True, True),
 }
 
 
 def run_both(config, dtype, seed=0):
     """The kernel in ``dtype`` and the naive softmax in float64 on the same (rounded)
     inputs: outputs and the gradients of q, k, v and the table."""
-    batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table_heads, table_grad = config
+    (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table_heads, table_grad,
+     factor) = config
     g = torch.Generator().manual_seed(seed)
     x = [torch.randn(batch, heads, n, d, generator=g, dtype=torch.float64)
          for n, d in ((q_len, d_qk), (k_len, d_qk), (k_len, d_v))]
@@ -82,10 +88,10 @@ def run_both(config, dtype, seed=0):
                                         for t in tensors]
 
     dev = [t.to(DEVICE, dtype) for t in x + [table]]
-    got = grads(dev, lambda q, k, v, t: kernels.distance_bias_attention(
-        q, k, v, t, r_lo, q_offset, padding.to(DEVICE), causal))
+    got = grads(dev, lambda q, k, v, t: kernels.distance_attention(
+        q, k, v, t, r_lo, q_offset, padding.to(DEVICE), causal, factor))
     ref = grads(x + [table], lambda q, k, v, t: naive(
-        q, k, v, t, r_lo, q_offset, padding, causal))
+        q, k, v, t, r_lo, q_offset, padding, causal, factor))
     return got, ref
 
 
@@ -99,7 +105,8 @@ def test_kernel_equals_the_naive_softmax_float32(name):
             assert (got.cpu() - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
 
 
-@pytest.mark.parametrize("name", ["encoder, left padding", "decoder, causal, rows with no key"])
+@pytest.mark.parametrize("name", ["encoder, left padding", "decoder, causal, rows with no key",
+                                  "a factor (Huang), two tiles"])
 def test_kernel_in_float16(name):
     """Inputs rounded to float16, sums in float32: errors of float16's rounding."""
     (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float16)
@@ -118,19 +125,22 @@ def test_rows_with_no_key_are_zero_with_zero_gradients():
 def test_a_table_that_misses_distances_is_refused():
     q = torch.zeros(1, 2, 4, 16, device=DEVICE)
     with pytest.raises(ValueError, match="covers distances -2..3; this attention needs -3..3"):
-        kernels.distance_bias_attention(q, q, q, torch.zeros(2, 6, device=DEVICE), -2)
+        kernels.distance_attention(q, q, q, torch.zeros(2, 6, device=DEVICE), -2)
     with pytest.raises(ValueError, match="table must be"):
-        kernels.distance_bias_attention(q, q, q, torch.zeros(3, 7, device=DEVICE), -3)
+        kernels.distance_attention(q, q, q, torch.zeros(3, 7, device=DEVICE), -3)
 
 
-# (encoding, flags, causal): every DISTANCE_BIAS encoding; TUPE-R's low-rank part joins
-# as extra q.k dimensions; the decoder's ALiBi stays the concatenated kernel.
+# (encoding, flags, causal): every DISTANCE_BIAS and DISTANCE_SCALE encoding; TUPE-R's
+# low-rank part joins as extra q.k dimensions; the decoder's ALiBi stays the concatenated
+# kernel.
 LAYER_CASES = [
     ("t5", {}, False), ("t5", {}, True),
     ("diet_rel", {}, False), ("diet_rel", {"diet_rel_sharing": "head"}, True),
     ("at5", {}, False),
     ("tupe_r", {}, False), ("tupe_r", {}, True),
     ("alibi", {}, False),
+    ("huang1", {}, False), ("huang1", {"huang1_clip": 5}, True),
+    ("huang2", {}, False), ("huang2", {}, True),
 ]
 
 
@@ -138,12 +148,12 @@ LAYER_CASES = [
 def counting_calls():
     """The number of calls of the fused kernel while the block runs."""
     calls: list[int] = []
-    original = kernels.distance_bias_attention
-    kernels.distance_bias_attention = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+    original = kernels.distance_attention
+    kernels.distance_attention = lambda *a, **kw: calls.append(1) or original(*a, **kw)
     try:
         yield calls
     finally:
-        kernels.distance_bias_attention = original
+        kernels.distance_attention = original
 
 
 def set_kernels(module: torch.nn.Module, distance: str, low_rank: str) -> None:
@@ -189,7 +199,8 @@ def test_fused_kernel_is_chosen_only_where_exact():
         for encoding, kernel, dropout, expected in [
             ("t5", "fused", 0.0, 1), ("t5", "auto", 0.0, 0),
             ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 0), ("diet_abs", "fused", 0.0, 0),
-            ("shaw", "fused", 0.0, 0),
+            ("shaw", "fused", 0.0, 0), ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0),
+            ("huang3", "fused", 0.0, 0),
         ]:
             calls.clear()
             attn = build_attention(encoding, causal=False).float().to(DEVICE)
@@ -202,7 +213,7 @@ def test_fused_kernel_is_chosen_only_where_exact():
             assert len(calls) == expected, (encoding, kernel, dropout)
 
 
-@pytest.mark.parametrize("encoding", ["t5", "tupe_r"])
+@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2"])
 def test_models_with_the_fused_kernel(encoding):
     """A whole model (float32): the same outputs as with the bias, and incremental
     decoding (single-query steps take the explicit path) equals the fused full forward;
@@ -224,20 +235,20 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     compile, is refused with a warning."""
     self_check = kernel_module("self_check")
     dtype = torch.float16
-    assert self_check.self_check("distance_bias", torch.device(DEVICE), dtype)
+    assert self_check.self_check("distance", torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
-        out = kernels.distance_bias_attention(*args, **kwargs)
+        out = kernels.distance_attention(*args, **kwargs)
         return out + 0.05 * out.detach().abs().max()
 
-    monkeypatch.setattr(self_check, "distance_bias_attention", off)
-    with pytest.warns(RuntimeWarning, match="distance_bias kernel is not used .* output "
-                      "is off by .* bias instead"):
-        assert not self_check.self_check("distance_bias", torch.device(DEVICE), dtype)
+    monkeypatch.setattr(self_check, "distance_attention", off)
+    with pytest.warns(RuntimeWarning, match="distance kernel is not used .* output "
+                      "is off by .* tensors instead"):
+        assert not self_check.self_check("distance", torch.device(DEVICE), dtype)
 
     def broken(*args, **kwargs):
         raise RuntimeError("out of resource: shared memory")
 
-    monkeypatch.setattr(self_check, "distance_bias_attention", broken)
+    monkeypatch.setattr(self_check, "distance_attention", broken)
     with pytest.warns(RuntimeWarning, match="failed to run: .*shared memory"):
-        assert not self_check.self_check("distance_bias", torch.device(DEVICE), dtype)
+        assert not self_check.self_check("distance", torch.device(DEVICE), dtype)

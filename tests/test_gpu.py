@@ -138,7 +138,7 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal):
     partial last tiles) against the naive softmax in float64 on the same rounded inputs;
     the errors are those of rounding probabilities to ``dtype`` for the matrix products."""
     from test_distance_kernel import run_both
-    config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True)
+    config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True, False)
     (out, grads), (ref_out, ref_grads) = run_both(config, dtype)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     assert (out.cpu() - ref_out).abs().max() < tol * ref_out.abs().max()
@@ -147,11 +147,12 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi"])
-def test_auto_fuses_distance_biases_in_half_precision(encoding, dtype):
+@pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi", "huang1",
+                                      "huang2"])
+def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
-    bias (the decoder's ALiBi stays the concatenated kernel), and a model's outputs match
-    the bias path's to half precision."""
+    bias or factor (the decoder's ALiBi stays the concatenated kernel), and a model's
+    outputs match the bias (or explicit) path's to half precision."""
     from test_distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
     model.to(CUDA, dtype)

@@ -1,8 +1,8 @@
 """The fused Triton kernels on a GPU. The distance-bias kernel: one self-attention call,
 forward + backward, against stock's padding mask and the (B, H, T, T) bias with its
 gradient, and a sweep of tile sizes and warps. Then training steps of whole models with
-either kernel: the distance-bias encodings (bias / fused) and RoPE (complex64 / fused
-rotation).
+either kernel: the distance-bias and distance-factor encodings (bias or explicit path /
+fused) and RoPE (complex64 / fused rotation).
 
     python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR
 
@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-import fairseq_posenc.kernels.distance_bias as K
+import fairseq_posenc.kernels.distance as K
 from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.benchmark.workload import (build_model, init_optimizer_state,
                                                make_batch, make_optimizer, train_step)
@@ -73,13 +73,15 @@ def calls(B, T, dtype):
         "stock_padmask": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=padmask),
         "bias_grad_padmask": lambda: F.scaled_dot_product_attention(
             q, k, v, attn_mask=table[:, rel][None] + padmask),
-        "fused_grad": lambda: K.distance_bias_attention(q, k, v, table, -(T - 1), 0, pad),
-        "fused_fixed_table": lambda: K.distance_bias_attention(q, k, v, fixed, -(T - 1), 0,
+        "fused_grad": lambda: K.distance_attention(q, k, v, table, -(T - 1), 0, pad),
+        "fused_factor_grad": lambda: K.distance_attention(q, k, v, table, -(T - 1), 0, pad,
+                                                          factor=True),
+        "fused_fixed_table": lambda: K.distance_attention(q, k, v, fixed, -(T - 1), 0,
                                                                pad),
         "stock_causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         "bias_grad_causal": lambda: F.scaled_dot_product_attention(
             q, k, v, attn_mask=(table[:, rel] + future)[None]),
-        "fused_grad_causal": lambda: K.distance_bias_attention(q, k, v, table, -(T - 1), 0,
+        "fused_grad_causal": lambda: K.distance_attention(q, k, v, table, -(T - 1), 0,
                                                                right, causal=True),
     }
     for name, fn in cases.items():
@@ -131,7 +133,7 @@ def set_rotation_kernel(model, kernel):
 #: encoding -> (how to choose its kernel, the two choices: torch's path, the fused one)
 VARIANTS = {
     **{name: (set_distance_kernel, ("bias", "fused"))
-       for name in ("t5", "diet_rel", "tupe_r", "at5", "alibi")},
+       for name in ("t5", "diet_rel", "tupe_r", "at5", "alibi", "huang1", "huang2")},
     "rope": (set_rotation_kernel, ("complex", "fused")),
 }
 

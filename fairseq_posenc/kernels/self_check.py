@@ -5,11 +5,11 @@ only vouch for the ones they ran on. So before an ``"auto"`` choice uses a fused
 a device and dtype, the kernel runs once on a small problem there and is compared with the
 path it replaces, outputs and gradients, in float32:
 
-* ``"distance_bias"`` -- 2 sentences, 2 heads, 80 tokens (two tiles, the last one
-  partial), padding, with and without the causal mask, head dimensions 64 and 128 (with
-  a concatenated low-rank term); against ``scaled_dot_product_attention`` over the bias
-  written out. These are the variants training compiles, so the check costs little more
-  than the compilation the first training step would do anyway.
+* ``"distance"`` -- 2 sentences, 2 heads, 80 tokens (two tiles, the last one partial),
+  padding, with and without the causal mask; the table as a summand at head dimensions
+  64 and 128 (with a concatenated low-rank term), and as a factor at 64; against the
+  softmax written out in float32. These are the variants training compiles, so the check
+  costs little more than the compilation the first training step would do anyway.
 * ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
   rotation.
 
@@ -23,11 +23,10 @@ import warnings
 from typing import Callable, Iterable, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions import expand_distance_bias
-from .distance_bias import distance_bias_attention
+from .distance import distance_attention
 from .rotary import rotate
 
 #: Largest error allowed, relative to the largest reference value: probabilities are
@@ -78,26 +77,26 @@ def _disagreement(names: Iterable[str], got: list[Tensor], ref: list[Tensor],
     return None
 
 
-def _sdpa_with_bias(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
-                    causal: bool) -> Tensor:
+def _softmax_written_out(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
+                         causal: bool, factor: bool) -> Tensor:
     length = q.size(2)
-    mask = expand_distance_bias(table.float(), -(length - 1), length, length, 0)[None]
+    term = expand_distance_bias(table, -(length - 1), length, length, 0)
+    logits = q @ k.transpose(-1, -2)
+    logits = logits * term if factor else logits + term
     blocked = padding[:, None, None, :]
     if causal:
         blocked = blocked | torch.ones(length, length, dtype=torch.bool,
                                        device=q.device).triu(1)
-    mask = mask.masked_fill(blocked, float("-inf"))
-    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask,
-                                          scale=1.0)
+    return torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1) @ v
 
 
-def check_distance_bias(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+def check_distance(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     g = torch.Generator().manual_seed(0)
     batch, heads, length = 2, 2, 80
     padding = torch.zeros(batch, length, dtype=torch.bool, device=device)
-    padding[0, :3] = True  # every row still sees a key
-    for causal in (False, True):
-        for d_qk in (64, 128):
+    padding[0, -3:] = True  # every row still sees a key, with the causal mask too
+    for factor, d_qk in ((False, 64), (False, 128), (True, 64)):
+        for causal in (False, True):
             q, k, v = (torch.randn(batch, heads, length, d, generator=g)
                        for d in (d_qk, d_qk, 64))
             table = torch.randn(heads, 2 * length - 1, generator=g)
@@ -105,14 +104,15 @@ def check_distance_bias(device: torch.device, dtype: torch.dtype) -> Optional[st
                       for x in (q / d_qk ** 0.5, k, v, table)]
             weights = torch.randn(batch, heads, length, 64, generator=g).to(device)
             got = _outputs_and_grads(
-                lambda q, k, v, t: distance_bias_attention(q, k, v, t, -(length - 1), 0,
-                                                           padding, causal),
+                lambda q, k, v, t: distance_attention(q, k, v, t, -(length - 1), 0, padding,
+                                                      causal, factor),
                 inputs, weights)
             ref = _outputs_and_grads(
-                lambda q, k, v, t: _sdpa_with_bias(q, k, v, t, padding, causal),
+                lambda q, k, v, t: _softmax_written_out(q, k, v, t, padding, causal, factor),
                 [x.detach().float().requires_grad_() for x in inputs], weights)
-            problem = _disagreement(("output", "dq", "dk", "dv", "d_table"), got, ref,
-                                    f"{'causal' if causal else 'bidirectional'}, d_qk {d_qk}")
+            what = (f"{'causal' if causal else 'bidirectional'}, "
+                    f"{'factor' if factor else 'summand'}, d_qk {d_qk}")
+            problem = _disagreement(("output", "dq", "dk", "dv", "d_table"), got, ref, what)
             if problem:
                 return problem
     return None
@@ -134,10 +134,10 @@ def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
 
 
 CHECKS: dict[str, Callable[[torch.device, torch.dtype], Optional[str]]] = {
-    "distance_bias": check_distance_bias,
+    "distance": check_distance,
     "rotary": check_rotary,
 }
 FALLBACKS = {
-    "distance_bias": "Distance biases run as a (B, H, T, T) bias",
+    "distance": "Distance terms run as (B, H, T, T) tensors",
     "rotary": "RoPE rotates q and k in complex64",
 }

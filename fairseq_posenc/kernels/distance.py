@@ -1,7 +1,9 @@
-"""Fused attention with a content-free bias by distance, and that bias's gradient.
+"""Fused attention with a content-free term by distance, and that term's gradient.
 
 ``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` for one per-head table ``b``
-over a range of distances (T5, DIET-REL, AT5, TUPE-R's buckets, the encoder's ALiBi),
+over a range of distances (a ``DISTANCE_BIAS``: T5, DIET-REL, AT5, TUPE-R's buckets, the
+encoder's ALiBi), or ``softmax((q k^T) * b[h, j - (q_offset + i)] + mask) v`` with ``b`` a
+factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2),
 as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
 queries and keys in on-chip memory, an online softmax, and the backward recomputing the
 probabilities from the log-sum-exp of each row. The bias is read from the table inside
@@ -9,7 +11,8 @@ the tile (``H x R`` numbers, cached), so no ``len x len`` tensor is written in e
 direction; padding is a ``(B, k_len)`` mask and causality a comparison, not float masks.
 
 The table's gradient, ``dL/db[h, r] = sum over b, i, j with j - i = r of dS[b, h, i, j]``
-(``dS = P * (dP - rowsum(dO * O))``, the gradient of the logits), is what a fused kernel
+(``dS = P * (dP - rowsum(dO * O))``, the gradient of the logits; times ``q_i.k_j`` for a
+factor, whose ``dS * b`` is then the gradient of ``q k^T``), is what a fused kernel
 without it lacks: ``scaled_dot_product_attention`` with a learned ``(B, H, T, T)`` bias
 writes that tensor's gradient and sums it over the batch, 2.7-2.8 ms per call against
 0.69 ms with a padding mask (H100, B=64, T=512, ``docs/benchmark-gpu-runs``). Here each
@@ -89,18 +92,25 @@ if triton is not None:
 
     @triton.jit
     def _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr):
-        """``(q k^T + b[j - i]) * log2(e)`` for one tile, -inf where masked."""
+                HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
+                IEEE: tl.constexpr):
+        """For one tile: the logits ``(q k^T + b[j - i]) * log2(e)`` (or ``(q k^T) *
+        b[j - i] * log2(e)``), -inf where masked; ``q k^T``; and ``b[j - i]``."""
         r = cols[None, :] - i_abs[:, None]
         index = tl.minimum(tl.maximum(r - R_LO, 0), R - 1)
-        s = _dot(q, kt, IEEE) + tl.load(table_row + index).to(tl.float32)
+        qk = _dot(q, kt, IEEE)
+        term = tl.load(table_row + index).to(tl.float32)
+        if FACTOR:
+            s = qk * term
+        else:
+            s = qk + term
         valid = row_ok[:, None] & col_ok[None, :]
         if HAS_PAD:
             pad = tl.load(pad_row + cols, mask=col_ok, other=1)
             valid = valid & (pad == 0)[None, :]
         if CAUSAL:
             valid = valid & (r <= 0)
-        return tl.where(valid, s * _LOG2E, float("-inf"))
+        return tl.where(valid, s * _LOG2E, float("-inf")), qk, term
 
     @triton.jit
     def _forward_kernel(
@@ -108,7 +118,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
+        IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         pid_m, rows, bh, b, h = _program(H, BLOCK_M)
@@ -129,8 +140,8 @@ if triton is not None:
             cols = start_n + tl.arange(0, BLOCK_N)
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
-            s = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                        HAS_PAD, CAUSAL, IEEE)
+            s, _, _ = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO,
+                              R, HAS_PAD, CAUSAL, FACTOR, IEEE)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])
@@ -164,7 +175,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
+        IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
@@ -188,11 +200,13 @@ if triton is not None:
             do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
             lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
             delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
-            s = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols, col_ok, pad_row,
-                        R_LO, R, HAS_PAD, CAUSAL, IEEE)
+            s, _, term = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols, col_ok,
+                                 pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
             p = tl.exp2(s - lse[:, None])
             dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
             ds = p * (_dot(do, vt, IEEE) - delta[:, None])
+            if FACTOR:  # the gradient of q k^T
+                ds = ds * term
             dk += _dot(tl.trans(ds.to(q.dtype)), q, IEEE)
         _store_tile(DK, bh, TK, cols, col_ok, d_qk, D_QK, dk)
         _store_tile(DV, bh, TK, cols, col_ok, d_v, D_V, dv)
@@ -215,7 +229,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
+        IEEE: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
@@ -241,11 +256,15 @@ if triton is not None:
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
-            s = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                        HAS_PAD, CAUSAL, IEEE)
+            s, qk, term = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row,
+                                  R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
             p = tl.exp2(s - lse[:, None])
-            ds = p * (_dot(do, vt, IEEE) - delta[:, None])
-            dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
+            ds = p * (_dot(do, vt, IEEE) - delta[:, None])  # of the logits
+            if FACTOR:
+                dq += _dot((ds * term).to(kt.dtype), tl.trans(kt), IEEE)
+                ds = ds * qk  # of the factor
+            else:
+                dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
             if TABLE_GRAD:
                 # Distance of diagonal c: key start_n + c - (BLOCK-1) + a for query row a.
                 first = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO
@@ -273,10 +292,11 @@ BACKWARD_BLOCK = 64
 NUM_WARPS = 4
 
 
-class _DistanceBiasAttention(torch.autograd.Function):
+class _DistanceAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
-                q_offset: int, key_padding_mask: Optional[Tensor], causal: bool) -> Tensor:
+                q_offset: int, key_padding_mask: Optional[Tensor], causal: bool,
+                factor: bool) -> Tensor:
         batch, heads, q_len, d_qk = q.shape
         k_len, d_v = k.size(2), v.size(3)
         pad = (key_padding_mask.to(torch.int8).contiguous() if key_padding_mask is not None
@@ -285,7 +305,8 @@ class _DistanceBiasAttention(torch.autograd.Function):
         out = q.new_empty(batch, heads, q_len, d_v)
         lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
         shape = _Shape(heads, q_len, k_len, q_offset, r_lo, table, d_qk, d_v,
-                       key_padding_mask is not None, causal, q.dtype == torch.float32)
+                       key_padding_mask is not None, causal, factor,
+                       q.dtype == torch.float32)
         block_m, block_n = FORWARD_BLOCKS
         _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
             q, k, v, table, pad, out, lse, *_strides(q), *_strides(k), *_strides(v),
@@ -327,7 +348,7 @@ class _DistanceBiasAttention(torch.autograd.Function):
             if table.size(0) == 1:  # one table for every head
                 grad_table = grad_table.sum(0, keepdim=True)
             grad_table = grad_table.to(table.dtype)
-        return dq, dk, dv, grad_table, None, None, None, None
+        return dq, dk, dv, grad_table, None, None, None, None, None
 
 
 class _Shape:
@@ -335,23 +356,24 @@ class _Shape:
 
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
-                 ieee: bool) -> None:
+                 factor: bool, ieee: bool) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.s_table_h = table.stride(0) if table.size(0) > 1 else 0
-        self.d_qk, self.d_v, self.has_pad, self.causal, self.ieee = (
-            d_qk, d_v, has_pad, causal, ieee)
+        self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.ieee = (
+            d_qk, d_v, has_pad, causal, factor, ieee)
 
     def args(self) -> tuple:
         return (self.s_table_h, self.heads, self.q_len, self.k_len, self.q_offset,
                 self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
-                _block_dim(self.d_v), self.has_pad, self.causal, self.ieee)
+                _block_dim(self.d_v), self.has_pad, self.causal, self.factor, self.ieee)
 
 
-def distance_bias_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
-                            q_offset: int = 0, key_padding_mask: Optional[Tensor] = None,
-                            causal: bool = False) -> Tensor:
-    """``softmax(q k^T + table[h, j - (q_offset + i) - r_lo] + mask) v``, no scaling.
+def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
+                       q_offset: int = 0, key_padding_mask: Optional[Tensor] = None,
+                       causal: bool = False, factor: bool = False) -> Tensor:
+    """``softmax(q k^T + table[h, j - (q_offset + i) - r_lo] + mask) v``, no scaling; with
+    ``factor``, ``softmax((q k^T) * table[h, j - (q_offset + i) - r_lo] + mask) v``.
 
     ``q``: ``(B, H, q_len, d_qk)``, already scaled; ``k``: ``(B, H, k_len, d_qk)``;
     ``v``: ``(B, H, k_len, d_v)``; ``table``: ``(H or 1, R)``, the bias of distances
@@ -361,8 +383,8 @@ def distance_bias_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo
     ``q``, ``k``, ``v`` and ``table``.
     """
     if triton is None:
-        raise RuntimeError("distance_bias_attention needs Triton (pip install triton, or a "
-                           "CUDA build of torch, which brings it)")
+        raise RuntimeError("distance_attention needs Triton (pip install triton, or a CUDA "
+                           "build of torch, which brings it)")
     batch, heads, q_len, _ = q.shape
     k_len = k.size(2)
     if table.dim() != 2 or table.size(0) not in (1, heads):
@@ -371,5 +393,5 @@ def distance_bias_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo
         raise ValueError(
             f"the table covers distances {r_lo}..{r_lo + table.size(1) - 1}; this attention "
             f"needs {-(q_offset + q_len - 1)}..{k_len - 1 - q_offset}")
-    return _DistanceBiasAttention.apply(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                        causal)
+    return _DistanceAttention.apply(q, k, v, table, r_lo, q_offset, key_padding_mask,
+                                    causal, factor)
