@@ -119,9 +119,12 @@ def sweep(B, T, dtype):
 
 
 def set_distance_kernel(model, kernel):
+    """``bias`` / ``fused``; ``fused-decoder``: also the causal ALiBi, which ``auto`` runs
+    as two concatenated key dimensions (its low-rank form) instead."""
     for m in model.modules():
         if isinstance(m, PositionalMultiheadAttention):
-            m.distance_kernel = kernel
+            m.distance_kernel = "fused" if kernel == "fused-decoder" else kernel
+            m.low_rank_kernel = "bias" if kernel == "fused-decoder" else "auto"
 
 
 def set_rotation_kernel(model, kernel):
@@ -130,10 +133,11 @@ def set_rotation_kernel(model, kernel):
             m.kernel = kernel
 
 
-#: encoding -> (how to choose its kernel, the two choices: torch's path, the fused one)
+#: encoding -> (how to choose its kernel, the choices: torch's path first, then fused ones)
 VARIANTS = {
     **{name: (set_distance_kernel, ("bias", "fused"))
-       for name in ("t5", "diet_rel", "tupe_r", "at5", "alibi", "huang1", "huang2")},
+       for name in ("t5", "diet_rel", "tupe_r", "at5", "huang1", "huang2")},
+    "alibi": (set_distance_kernel, ("bias", "fused", "fused-decoder")),
     "rope": (set_rotation_kernel, ("complex", "fused")),
 }
 
