@@ -33,8 +33,9 @@ Two paths:
   the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
   product once per forward for all layers, read at the rows' positions.
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
-  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term that is the layer's only ``len x len``
-  term runs, on CUDA in half precision without attention dropout, in the fused kernel of
+  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term, or Shaw's terms by clipped distance
+  (``by_clipped_distance``: rows per query, the value term from the probabilities summed
+  by clipped distance), that is the layer's only ``len x len`` term runs, on CUDA in half precision without attention dropout, in the fused kernel of
   :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
   :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
   ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)`` mask, the decoder's
@@ -44,7 +45,7 @@ Two paths:
   A concatenated low-rank term (TUPE-R's) joins it as extra dimensions. Elsewhere, and with
   ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
-  probabilities (Shaw's value term), multiplies or replaces the content logits (Huang et
+  probabilities (Shaw's value term, where not fused), multiplies or replaces the content logits (Huang et
   al.'s methods 1-3; 1-2 run fused where the distance kernel does), or the caller asks for the attention weights; and for a single query
   row (an incremental decoding step), where stock fairseq also takes its explicit path:
   on CPU, ``scaled_dot_product_attention`` was 1.2-2.0x slower than ``matmul`` + softmax
@@ -210,7 +211,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
                         attn_mask: Optional[Tensor]) -> bool:
         """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE``,
         runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
-        if term.kind not in FUSED_DISTANCE or self.distance_kernel == "bias":
+        if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance) or (
+                self.distance_kernel == "bias"):
             return False
         if self.dropout_module.p > 0 and (
                 self.training or self.dropout_module.apply_during_inference):
@@ -219,7 +221,35 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        return self.distance_kernel == "fused" or fused_by_default("distance", q)
+        if not (self.distance_kernel == "fused" or fused_by_default("distance", q)):
+            return False
+        if term.by_clipped_distance:  # its rows must fit a tile
+            from .kernels.distance import clipped_rows_fit
+
+            return clipped_rows_fit(term.clipped_rows)
+        return True
+
+    def _fused_distance(self, term: PositionEncoding, q: Tensor, k: Tensor, v: Tensor,
+                        tgt_len: int, src_len: int, q_offset: int,
+                        key_padding_mask: Optional[Tensor], causal: bool, concatenate,
+                        concatenated: bool, ctx: PositionContext) -> Tensor:
+        """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``."""
+        from .kernels.distance import clipped_relative_attention, distance_attention
+
+        if term.by_clipped_distance:  # Shaw: rows per query, the value term by distance
+            key_rows, value_table, r_lo = term.clipped_tables(q)
+            out, by_distance = clipped_relative_attention(
+                q, k, v, key_rows, r_lo, q_offset, key_padding_mask, causal,
+                by_distance=value_table is not None)
+            if by_distance is not None:
+                out = out + by_distance.to(out.dtype) @ value_table
+            return out
+        if concatenated:
+            q, k = concatenate(q, k)
+        table, r_lo = term.distance_table(tgt_len, src_len, q_offset, ctx)
+        return distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
+                                  causal=causal,
+                                  factor=term.kind is PositionKind.DISTANCE_SCALE)
 
     def forward(
         self,
@@ -288,14 +318,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 for t in concatenated])
 
         if fused is not None:
-            from .kernels.distance import distance_attention
-
-            if concatenated:
-                q, k = concatenate(q, k)
-            table, r_lo = fused.distance_table(tgt_len, src_len, q_offset, ctx)
-            out = distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                     causal=attn_mask is not None,
-                                     factor=fused.kind is PositionKind.DISTANCE_SCALE)
+            out = self._fused_distance(fused, q, k, v, tgt_len, src_len, q_offset,
+                                       key_padding_mask, attn_mask is not None, concatenate,
+                                       bool(concatenated), ctx)
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 

@@ -141,19 +141,28 @@ LAYER_CASES = [
     ("alibi", {}, False),
     ("huang1", {}, False), ("huang1", {"huang1_clip": 5}, True),
     ("huang2", {}, False), ("huang2", {}, True),
+    ("shaw", {}, False), ("shaw", {"shaw_clip": 4}, True),
+    ("shaw", {"shaw_no_value": True}, False),
 ]
 
 
 @contextlib.contextmanager
 def counting_calls():
-    """The number of calls of the fused kernel while the block runs."""
+    """The calls of the fused kernel (either entry point) while the block runs."""
     calls: list[int] = []
-    original = kernels.distance_attention
-    kernels.distance_attention = lambda *a, **kw: calls.append(1) or original(*a, **kw)
+    names = ("distance_attention", "clipped_relative_attention")
+    originals = {name: getattr(kernels, name) for name in names}
+
+    def counted(original):
+        return lambda *a, **kw: calls.append(1) or original(*a, **kw)
+
+    for name, original in originals.items():
+        setattr(kernels, name, counted(original))
     try:
         yield calls
     finally:
-        kernels.distance_attention = original
+        for name, original in originals.items():
+            setattr(kernels, name, original)
 
 
 def set_kernels(module: torch.nn.Module, distance: str, low_rank: str) -> None:
@@ -199,8 +208,9 @@ def test_fused_kernel_is_chosen_only_where_exact():
         for encoding, kernel, dropout, expected in [
             ("t5", "fused", 0.0, 1), ("t5", "auto", 0.0, 0),
             ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 0), ("diet_abs", "fused", 0.0, 0),
-            ("shaw", "fused", 0.0, 0), ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0),
-            ("huang3", "fused", 0.0, 0),
+            ("shaw", "fused", 0.0, 1), ("shaw", "fused", 0.1, 0), ("shaw", "bias", 0.0, 0),
+            ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0), ("huang3", "fused", 0.0, 0),
+            ("xl", "fused", 0.0, 0), ("huang4", "fused", 0.0, 0),
         ]:
             calls.clear()
             attn = build_attention(encoding, causal=False).float().to(DEVICE)
@@ -213,7 +223,7 @@ def test_fused_kernel_is_chosen_only_where_exact():
             assert len(calls) == expected, (encoding, kernel, dropout)
 
 
-@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2"])
+@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2", "shaw"])
 def test_models_with_the_fused_kernel(encoding):
     """A whole model (float32): the same outputs as with the bias, and incremental
     decoding (single-query steps take the explicit path) equals the fused full forward;
@@ -252,3 +262,64 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(self_check, "distance_attention", broken)
     with pytest.warns(RuntimeWarning, match="failed to run: .*shared memory"):
         assert not self_check.self_check("distance", torch.device(DEVICE), dtype)
+
+
+def naive_shaw(q, k, v, a_key, a_value, r_lo, q_offset, padding, causal):
+    """Shaw et al. eqs. (3)-(5) written out: ``e_ij = q_i.(k_j + aK[c]) ``, ``z_i = sum_j
+    p_ij (v_j + aV[c])``, ``c = clip(j - i, r_lo, r_hi)``; zeros for rows with no key."""
+    q_len, k_len = q.size(2), k.size(2)
+    i = torch.arange(q_len)[:, None] + q_offset
+    j = torch.arange(k_len)[None, :]
+    c = (j - i).clamp(r_lo, r_lo + a_key.size(0) - 1) - r_lo  # (q_len, k_len)
+    logits = q @ k.transpose(-1, -2) + torch.einsum("bhid,ijd->bhij", q, a_key[c])
+    blocked = padding[:, None, None, :] | (j > i) if causal else padding[:, None, None, :]
+    p = torch.softmax(logits.masked_fill(blocked, float("-inf")), -1).nan_to_num(0.0)
+    return p @ v + torch.einsum("bhij,ijd->bhid", p, a_value[c])
+
+
+# (batch, heads, q_len, k_len, q_offset, clip k, causal)
+SHAW_CONFIGS = {
+    "encoder, two tiles, left padding": (2, 2, 70, 70, 0, 16, False),
+    "decoder, causal, rows with no key": (2, 2, 40, 40, 0, 5, True),
+    "queries after a cache": (1, 2, 6, 75, 69, 3, True),
+}
+
+
+def run_shaw(config, dtype, d=16):
+    """The fused kernel (plus the value table times its sums by distance) in ``dtype`` and
+    :func:`naive_shaw` in float64 on the same rounded inputs: outputs and the gradients of
+    q, k, v, aK and aV."""
+    batch, heads, q_len, k_len, q_offset, clip, causal = config
+    g = torch.Generator().manual_seed(0)
+    rows = clip + 1 if causal else 2 * clip + 1
+    x = [torch.randn(*shape, generator=g, dtype=torch.float64)
+         for shape in ((batch, heads, q_len, d), (batch, heads, k_len, d),
+                       (batch, heads, k_len, d), (rows, d), (rows, d))]
+    x[0] = x[0] / d ** 0.5
+    x = [t.to(dtype).double() for t in x]
+    padding = torch.zeros(batch, k_len, dtype=torch.bool)
+    padding[0, :4] = True  # left padding; with the causal mask, rows 0-3 see no key
+    weights = torch.randn(batch, heads, q_len, d, generator=g, dtype=torch.float64)
+
+    def fused(q, k, v, a_key, a_value):
+        out, by_distance = kernels.clipped_relative_attention(
+            q, k, v, q @ a_key.t(), -clip, q_offset, padding.to(DEVICE), causal, True)
+        return out + (by_distance @ a_value.float()).to(out.dtype)
+
+    results = []
+    for fn, inputs in ((fused, [t.to(DEVICE, dtype) for t in x]),
+                       (lambda *a: naive_shaw(*a, -clip, q_offset, padding, causal), x)):
+        inputs = [t.clone().requires_grad_() for t in inputs]
+        out = fn(*inputs)
+        (out.double() * weights.to(out.device)).sum().backward()
+        results.append([out.detach().double().cpu()] + [t.grad.double().cpu() for t in inputs])
+    return results
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 5e-5), (torch.float16, 2e-2)])
+@pytest.mark.parametrize("name", list(SHAW_CONFIGS))
+def test_clipped_relative_attention_is_shaws(name, dtype, tol):
+    """Key term read per row by clipped distance, value term from the probabilities summed
+    by clipped distance; outputs and the gradients of q, k, v, aK and aV."""
+    for got, ref in zip(*run_shaw(SHAW_CONFIGS[name], dtype)):
+        assert (got - ref).abs().max() < tol * max(1.0, ref.abs().max().item())

@@ -148,11 +148,11 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi", "huang1",
-                                      "huang2"])
+                                      "huang2", "shaw"])
 def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
-    bias or factor (the decoder's ALiBi stays the concatenated kernel), and a model's
-    outputs match the bias (or explicit) path's to half precision."""
+    bias or factor or Shaw's terms (the decoder's ALiBi stays the concatenated kernel), and
+    a model's outputs match the bias (or explicit) path's to half precision."""
     from test_distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
     model.to(CUDA, dtype)
@@ -205,3 +205,15 @@ def test_fused_rotation_on_gpu(dtype):
     finally:
         rotary.rotate = original
     assert len(calls) == 4  # q and k in 2 encoder layers
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_shaw_at_a_training_shape(dtype, causal):
+    """The compiled kernel with Shaw's terms by clipped distance (8 x 8 heads x 300 tokens,
+    d_h = 64, k = 16) against eqs. (3)-(5) written out in float64 on the same inputs."""
+    from test_distance_kernel import run_shaw
+    got, ref = run_shaw((8, 8, 300, 300, 0, 16, causal), dtype, d=64)
+    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    for a, b in zip(got, ref):
+        assert (a - b).abs().max() < tol * b.abs().max()

@@ -1,8 +1,8 @@
 """The fused Triton kernels on a GPU. The distance-bias kernel: one self-attention call,
 forward + backward, against stock's padding mask and the (B, H, T, T) bias with its
 gradient, and a sweep of tile sizes and warps. Then training steps of whole models with
-either kernel: the distance-bias and distance-factor encodings (bias or explicit path /
-fused) and RoPE (complex64 / fused rotation).
+either kernel: the distance-bias and distance-factor encodings and Shaw's (bias or
+explicit path / fused) and RoPE (complex64 / fused rotation).
 
     python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR
 
@@ -136,7 +136,7 @@ def set_rotation_kernel(model, kernel):
 #: encoding -> (how to choose its kernel, the choices: torch's path first, then fused ones)
 VARIANTS = {
     **{name: (set_distance_kernel, ("bias", "fused"))
-       for name in ("t5", "diet_rel", "tupe_r", "at5", "huang1", "huang2")},
+       for name in ("t5", "diet_rel", "tupe_r", "at5", "huang1", "huang2", "shaw")},
     "alibi": (set_distance_kernel, ("bias", "fused", "fused-decoder")),
     "rope": (set_rotation_kernel, ("complex", "fused")),
 }

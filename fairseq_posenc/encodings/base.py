@@ -135,6 +135,18 @@ class PositionEncoding(nn.Module):
     #: :attr:`max_len` positions) under the causal mask, up to a constant per query, which
     #: a softmax ignores (causal ALiBi).
     low_rank_exact: bool = False
+    #: A ``CONTENT_BIAS`` / ``PROBABILITIES`` term read by clipped distance (Shaw): the
+    #: bias is ``key_rows[b, h, i, clip(j - i) - r_lo]`` and the value term the
+    #: probabilities summed by clipped distance times a table (:meth:`clipped_tables`),
+    #: which the fused distance kernel runs without a ``len x len`` tensor.
+    by_clipped_distance: bool = False
+    #: ``by_clipped_distance``: the number ``R`` of clipped distances.
+    clipped_rows: int = 0
+
+    def clipped_tables(self, q: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
+        """``by_clipped_distance``: ``key_rows`` ``(B, H, q_len, R)`` from the scaled queries,
+        the value table ``(R, d_h)`` (or None: keys only), and ``r_lo``."""
+        raise NotImplementedError
 
     def terms(self) -> tuple["PositionEncoding", ...]:
         """The position terms this encoding adds to a layer: itself, unless it is a sum of

@@ -8,7 +8,8 @@ drops the value term (Yang et al. 2019's simplification; then the fused attentio
 used).
 
 No ``len x len x d_h`` tensor is built: the key term is ``q @ aK^T`` (``len x (2k+1)``)
-gathered by clipped distance, and the value term sums the probabilities per clipped
+gathered by clipped distance (on CUDA in half precision inside the fused distance kernel,
+``by_clipped_distance``, with no ``len x len`` tensor at all), and the value term sums the probabilities per clipped
 distance (``len x (2k+1)``) and multiplies by ``aV``. Both sums by clipped distance (the
 value term's, and the key term's gradient) are a gather and two masked sums, not a
 ``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`).
@@ -54,6 +55,7 @@ class Shaw(PositionEncoding):
             nn.init.xavier_uniform_(self.rel_value)
         # keys only: a bias that reads q; with values, a term on the probabilities too
         self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
+        self.by_clipped_distance, self.clipped_rows = True, rows
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":
@@ -62,6 +64,10 @@ class Shaw(PositionEncoding):
     def _index(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         return clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, ctx,
                                       self.rel_key.device)
+
+    def clipped_tables(self, q: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
+        value = None if self.rel_value is None else self.rel_value.to(q.dtype)
+        return torch.matmul(q, self.rel_key.to(q.dtype).t()), value, self.r_lo
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         k_len = k.size(-2)

@@ -95,11 +95,13 @@ if triton is not None:
                 HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
                 IEEE: tl.constexpr):
         """For one tile: the logits ``(q k^T + b[j - i]) * log2(e)`` (or ``(q k^T) *
-        b[j - i] * log2(e)``), -inf where masked; ``q k^T``; and ``b[j - i]``."""
+        b[j - i] * log2(e)``), -inf where masked; ``q k^T``; ``b[j - i]``; and the table
+        column of each pair, ``clip(j - i, R_LO, R_LO + R - 1) - R_LO``. ``table_row``:
+        the table's start, or each query row's (a per-row table)."""
         r = cols[None, :] - i_abs[:, None]
         index = tl.minimum(tl.maximum(r - R_LO, 0), R - 1)
         qk = _dot(q, kt, IEEE)
-        term = tl.load(table_row + index).to(tl.float32)
+        term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0).to(tl.float32)
         if FACTOR:
             s = qk * term
         else:
@@ -110,29 +112,57 @@ if triton is not None:
             valid = valid & (pad == 0)[None, :]
         if CAUSAL:
             valid = valid & (r <= 0)
-        return tl.where(valid, s * _LOG2E, float("-inf")), qk, term
+        return tl.where(valid, s * _LOG2E, float("-inf")), qk, term, index
+
+    @triton.jit
+    def _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW: tl.constexpr):
+        """Where the table of each query row starts: one per head, or one per row."""
+        if PER_ROW:
+            start = TABLE + (bh * TQ + rows)[:, None] * R
+        else:
+            start = TABLE + h * s_table_h
+        return start
+
+    @triton.jit
+    def _clipped_sums(x, i_abs, start_n, R_LO, R, BLOCK_N: tl.constexpr):
+        """``out[a, c] = sum_j x[a, j]`` over the tile's keys with ``clip(j - i_a, R_LO,
+        R_LO + R - 1) - R_LO = c``, ``(BLOCK_M, BLOCK_N)`` (columns ``c < R <= BLOCK_N``):
+        inside the clip range one key per ``c`` (a gather), its two ends masked sums."""
+        c = tl.arange(0, BLOCK_N)
+        col = i_abs[:, None] + R_LO + c[None, :] - start_n
+        inside = (col >= 0) & (col < BLOCK_N) & (c > 0)[None, :] & (c < R - 1)[None, :]
+        out = tl.where(inside, tl.gather(x, tl.minimum(tl.maximum(col, 0), BLOCK_N - 1), 1),
+                       0.0)
+        r = start_n + c[None, :] - i_abs[:, None] - R_LO  # the tile's key c here
+        low = tl.sum(tl.where(r <= 0, x, 0.0), 1)
+        high = tl.sum(tl.where(r >= R - 1, x, 0.0), 1)
+        out += tl.where((c == 0)[None, :], low[:, None], 0.0)
+        return out + tl.where((c == R - 1)[None, :], high[:, None], 0.0)
 
     @triton.jit
     def _forward_kernel(
-        Q, K, V, TABLE, PAD, O, LSE,
+        Q, K, V, TABLE, PAD, O, LSE, HIST_OUT,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
+        """One block of queries: ``O``, the log-sum-exp of each row, and with ``HIST`` the
+        probabilities summed by clipped distance, ``(B, H, TQ, R)``."""
         pid_m, rows, bh, b, h = _program(H, BLOCK_M)
         row_ok = rows < TQ
         d_qk = tl.arange(0, BD_QK)
         d_v = tl.arange(0, BD_V)
         q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
         i_abs = rows + Q_OFFSET
-        table_row = TABLE + h * s_table_h
+        table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
         pad_row = PAD + b * TK
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BD_V], tl.float32)
+        hist = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
         hi = TK
         if CAUSAL:  # keys after the block's last query are masked for every row
             hi = tl.minimum(TK, (pid_m + 1) * BLOCK_M + Q_OFFSET)
@@ -140,8 +170,8 @@ if triton is not None:
             cols = start_n + tl.arange(0, BLOCK_N)
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
-            s, _, _ = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO,
-                              R, HAS_PAD, CAUSAL, FACTOR, IEEE)
+            s, _, _, _ = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row,
+                                 R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])
@@ -149,6 +179,9 @@ if triton is not None:
             l_i = l_i * alpha + tl.sum(p, 1)
             v = _tile(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
             acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE)
+            if HIST:
+                hist = hist * alpha[:, None] + _clipped_sums(p, i_abs, start_n, R_LO, R,
+                                                             BLOCK_N)
             m_i = m_new
         seen = l_i > 0.0  # False: every key masked; the row attends to nothing
         l_safe = tl.where(seen, l_i, 1.0)
@@ -156,6 +189,10 @@ if triton is not None:
         lse = tl.where(seen, m_i + tl.log2(l_safe), float("inf"))  # then P = 0 in backward
         _store_tile(O, bh, TQ, rows, row_ok, d_v, D_V, out)
         tl.store(LSE + bh * TQ + rows, lse, mask=row_ok)
+        if HIST:
+            c = tl.arange(0, BLOCK_N)
+            tl.store(HIST_OUT + (bh * TQ + rows)[:, None] * R + c[None, :],
+                     hist / l_safe[:, None], mask=row_ok[:, None] & (c < R)[None, :])
 
     @triton.jit
     def _delta_kernel(O, DO, DELTA, TQ, D_V: tl.constexpr, BD_V: tl.constexpr,
@@ -171,12 +208,12 @@ if triton is not None:
 
     @triton.jit
     def _backward_dkdv_kernel(
-        Q, K, V, TABLE, PAD, DO, LSE, DELTA, DK, DV,
+        Q, K, V, TABLE, PAD, DO, LSE, DELTA, D_HIST, DK, DV,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
@@ -186,7 +223,6 @@ if triton is not None:
         d_v = tl.arange(0, BD_V)
         kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
         vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
-        table_row = TABLE + h * s_table_h
         pad_row = PAD + b * TK
         dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
         dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
@@ -200,16 +236,27 @@ if triton is not None:
             do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
             lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
             delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
-            s, _, term = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols, col_ok,
-                                 pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
+            table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
+            s, _, term, index = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols,
+                                        col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR,
+                                        IEEE)
             p = tl.exp2(s - lse[:, None])
             dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
-            ds = p * (_dot(do, vt, IEEE) - delta[:, None])
+            dp = _dot(do, vt, IEEE)
+            if HIST:  # the probabilities' share of the histogram's gradient
+                dp += _read_hist_grad(D_HIST, bh, TQ, rows, row_ok, R, index)
+            ds = p * (dp - delta[:, None])
             if FACTOR:  # the gradient of q k^T
                 ds = ds * term
             dk += _dot(tl.trans(ds.to(q.dtype)), q, IEEE)
         _store_tile(DK, bh, TK, cols, col_ok, d_qk, D_QK, dk)
         _store_tile(DV, bh, TK, cols, col_ok, d_v, D_V, dv)
+
+    @triton.jit
+    def _read_hist_grad(D_HIST, bh, TQ, rows, row_ok, R, index):
+        """``dHist[b, h, i, clip(j - i) - R_LO]`` for each pair of the tile."""
+        return tl.load(D_HIST + (bh * TQ + rows)[:, None] * R + index, mask=row_ok[:, None],
+                       other=0.0)
 
     @triton.jit
     def _diagonal_sums(ds, HALF: tl.constexpr, BLOCK: tl.constexpr):
@@ -225,16 +272,17 @@ if triton is not None:
 
     @triton.jit
     def _backward_dq_kernel(
-        Q, K, V, TABLE, PAD, DO, LSE, DELTA, DQ, DTABLE,
+        Q, K, V, TABLE, PAD, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
-        table's gradient (square tiles)."""
+        table's gradient (square tiles): along the tiles' diagonals and atomically for a
+        table per head, by clipped distance per row (``(B, H, TQ, R)``) for one per row."""
         pid_m, rows, bh, b, h = _program(H, BLOCK)
         row_ok = rows < TQ
         d_qk = tl.arange(0, BD_QK)
@@ -244,9 +292,10 @@ if triton is not None:
         lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
         i_abs = rows + Q_OFFSET
-        table_row = TABLE + h * s_table_h
+        table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
         pad_row = PAD + b * TK
         dq = tl.zeros([BLOCK, BD_QK], tl.float32)
+        d_rows = tl.zeros([BLOCK, BLOCK], tl.float32)  # a per-row table's gradient
         c = tl.arange(0, BLOCK)
         hi = TK
         if CAUSAL:
@@ -256,16 +305,21 @@ if triton is not None:
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
-            s, qk, term = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row,
-                                  R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
+            s, qk, term, index = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok,
+                                         pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
             p = tl.exp2(s - lse[:, None])
-            ds = p * (_dot(do, vt, IEEE) - delta[:, None])  # of the logits
+            dp = _dot(do, vt, IEEE)
+            if HIST:
+                dp += _read_hist_grad(D_HIST, bh, TQ, rows, row_ok, R, index)
+            ds = p * (dp - delta[:, None])  # of the logits
             if FACTOR:
                 dq += _dot((ds * term).to(kt.dtype), tl.trans(kt), IEEE)
                 ds = ds * qk  # of the factor
             else:
                 dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
-            if TABLE_GRAD:
+            if TABLE_GRAD and PER_ROW:
+                d_rows += _clipped_sums(ds, i_abs, start_n, R_LO, R, BLOCK)
+            elif TABLE_GRAD:
                 # Distance of diagonal c: key start_n + c - (BLOCK-1) + a for query row a.
                 first = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO
                 for half in tl.static_range(2):
@@ -274,6 +328,9 @@ if triton is not None:
                     tl.atomic_add(DTABLE + bh * R + index, _diagonal_sums(ds, half, BLOCK),
                                   mask=ok)
         _store_tile(DQ, bh, TQ, rows, row_ok, d_qk, D_QK, dq)
+        if TABLE_GRAD and PER_ROW:
+            tl.store(DTABLE + (bh * TQ + rows)[:, None] * R + c[None, :], d_rows,
+                     mask=row_ok[:, None] & (c < R)[None, :])
 
 
 def _strides(x: Tensor) -> tuple[int, int, int, int]:
@@ -296,7 +353,7 @@ class _DistanceAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
                 q_offset: int, key_padding_mask: Optional[Tensor], causal: bool,
-                factor: bool) -> Tensor:
+                factor: bool, hist: bool):
         batch, heads, q_len, d_qk = q.shape
         k_len, d_v = k.size(2), v.size(3)
         pad = (key_padding_mask.to(torch.int8).contiguous() if key_padding_mask is not None
@@ -305,36 +362,44 @@ class _DistanceAttention(torch.autograd.Function):
         out = q.new_empty(batch, heads, q_len, d_v)
         lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
         shape = _Shape(heads, q_len, k_len, q_offset, r_lo, table, d_qk, d_v,
-                       key_padding_mask is not None, causal, factor,
+                       key_padding_mask is not None, causal, factor, hist,
                        q.dtype == torch.float32)
+        by_distance = (torch.empty(batch, heads, q_len, shape.r, dtype=torch.float32,
+                                   device=q.device) if hist else lse)
         block_m, block_n = FORWARD_BLOCKS
         _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-            q, k, v, table, pad, out, lse, *_strides(q), *_strides(k), *_strides(v),
-            *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
+            q, k, v, table, pad, out, lse, by_distance, *_strides(q), *_strides(k),
+            *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
             num_warps=NUM_WARPS)
-        ctx.save_for_backward(q, k, v, table, pad, out, lse)
+        ctx.save_for_backward(q, k, v, table, pad, out, lse, by_distance)
         ctx.shape = shape
-        return out
+        return (out, by_distance) if hist else out
 
     @staticmethod
-    def backward(ctx, d_out: Tensor):
-        q, k, v, table, pad, out, lse = ctx.saved_tensors
+    def backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor] = None):
+        q, k, v, table, pad, out, lse, by_distance = ctx.saved_tensors
         shape: _Shape = ctx.shape
         batch, heads, q_len, d_qk = q.shape
         k_len = k.size(2)
         d_out = d_out.contiguous()
-        delta = torch.empty_like(lse)  # rowsum(dO * O), (B, H, q_len)
+        delta = torch.empty_like(lse)  # rowsum(dP * P) = rowsum(dO * O) (+ the histogram's)
         block = BACKWARD_BLOCK
         _delta_kernel[(triton.cdiv(q_len, block), batch * heads)](
             out, d_out, delta, q_len, D_V=shape.d_v,
             BD_V=_block_dim(shape.d_v), BLOCK_M=block, num_warps=NUM_WARPS)
+        d_hist = lse  # not read without a histogram
+        if shape.hist:
+            d_hist = (torch.zeros_like(by_distance) if d_by_distance is None
+                      else d_by_distance.float().contiguous())
+            delta += (by_distance * d_hist).sum(-1)
         dq = torch.empty(batch, heads, q_len, d_qk, dtype=q.dtype, device=q.device)
         dk = torch.empty(batch, heads, k_len, d_qk, dtype=k.dtype, device=k.device)
         dv = torch.empty(batch, heads, k_len, v.size(3), dtype=v.dtype, device=v.device)
         table_grad = ctx.needs_input_grad[3]
-        d_table = torch.zeros(batch * heads, shape.r if table_grad else 1,
+        d_table = torch.zeros((batch * heads * (q_len if shape.per_row else 1),
+                               shape.r if table_grad else 1),
                               dtype=torch.float32, device=q.device)
-        common = (q, k, v, table, pad, d_out, lse, delta)
+        common = (q, k, v, table, pad, d_out, lse, delta, d_hist)
         strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
         _backward_dkdv_kernel[(triton.cdiv(k_len, block), batch * heads)](
             *common, dk, dv, *strides, *shape.args(), BLOCK_M=block, BLOCK_N=block,
@@ -343,12 +408,14 @@ class _DistanceAttention(torch.autograd.Function):
             *common, dq, d_table, *strides, *shape.args(), TABLE_GRAD=table_grad,
             BLOCK=block, num_warps=NUM_WARPS)
         grad_table = None
-        if table_grad:
+        if table_grad and shape.per_row:
+            grad_table = d_table.view(table.shape).to(table.dtype)
+        elif table_grad:
             grad_table = d_table.view(batch, heads, shape.r).sum(0)
             if table.size(0) == 1:  # one table for every head
                 grad_table = grad_table.sum(0, keepdim=True)
             grad_table = grad_table.to(table.dtype)
-        return dq, dk, dv, grad_table, None, None, None, None, None
+        return dq, dk, dv, grad_table, None, None, None, None, None, None
 
 
 class _Shape:
@@ -356,17 +423,31 @@ class _Shape:
 
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
-                 factor: bool, ieee: bool) -> None:
+                 factor: bool, hist: bool, ieee: bool) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
-        self.s_table_h = table.stride(0) if table.size(0) > 1 else 0
-        self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.ieee = (
-            d_qk, d_v, has_pad, causal, factor, ieee)
+        self.per_row = table.dim() == 4  # (B, H, q_len, R)
+        self.s_table_h = table.stride(0) if table.dim() == 2 and table.size(0) > 1 else 0
+        self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.hist, self.ieee = (
+            d_qk, d_v, has_pad, causal, factor, hist, ieee)
 
     def args(self) -> tuple:
         return (self.s_table_h, self.heads, self.q_len, self.k_len, self.q_offset,
                 self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
-                _block_dim(self.d_v), self.has_pad, self.causal, self.factor, self.ieee)
+                _block_dim(self.d_v), self.has_pad, self.causal, self.factor,
+                self.per_row, self.hist, self.ieee)
+
+
+def clipped_rows_fit(rows: int) -> bool:
+    """Whether a table of ``rows`` clipped distances fits :func:`clipped_relative_attention`'s
+    tiles (its sums by clipped distance gather within one tile's width)."""
+    return 2 <= rows <= min(FORWARD_BLOCKS[1], BACKWARD_BLOCK)
+
+
+def _check_triton() -> None:
+    if triton is None:
+        raise RuntimeError("the fused distance kernel needs Triton (pip install triton, or "
+                           "a CUDA build of torch, which brings it)")
 
 
 def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
@@ -382,9 +463,7 @@ def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int
     ``j > q_offset + i``. Rows with no key to attend to get zeros. Differentiable in
     ``q``, ``k``, ``v`` and ``table``.
     """
-    if triton is None:
-        raise RuntimeError("distance_attention needs Triton (pip install triton, or a CUDA "
-                           "build of torch, which brings it)")
+    _check_triton()
     batch, heads, q_len, _ = q.shape
     k_len = k.size(2)
     if table.dim() != 2 or table.size(0) not in (1, heads):
@@ -394,4 +473,26 @@ def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int
             f"the table covers distances {r_lo}..{r_lo + table.size(1) - 1}; this attention "
             f"needs {-(q_offset + q_len - 1)}..{k_len - 1 - q_offset}")
     return _DistanceAttention.apply(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                    causal, factor)
+                                    causal, factor, False)
+
+
+def clipped_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_rows: Tensor,
+                               r_lo: int, q_offset: int = 0,
+                               key_padding_mask: Optional[Tensor] = None,
+                               causal: bool = False,
+                               by_distance: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+    """Shaw et al.'s attention with the relative terms read by clipped distance:
+    ``softmax(q k^T + key_rows[b, h, i, c_ij] + mask) v`` with ``c_ij = clip(j - (q_offset +
+    i), r_lo, r_lo + R - 1) - r_lo`` (``key_rows = q aK^T``, ``(B, H, q_len, R)``), and with
+    ``by_distance`` also the probabilities summed by ``c``, ``(B, H, q_len, R)`` float32,
+    which times ``aV`` is the value term. ``R`` may be at most the tiles' width (64).
+    Differentiable in ``q``, ``k``, ``v``, ``key_rows`` and through the sums."""
+    _check_triton()
+    batch, heads, q_len, _ = q.shape
+    if key_rows.shape[:3] != (batch, heads, q_len) or not clipped_rows_fit(key_rows.size(3)):
+        raise ValueError(f"key_rows must be (B, H, q_len, R) with 2 <= R <= "
+                         f"{min(FORWARD_BLOCKS[1], BACKWARD_BLOCK)}, got "
+                         f"{tuple(key_rows.shape)}")
+    result = _DistanceAttention.apply(q, k, v, key_rows, r_lo, q_offset, key_padding_mask,
+                                      causal, False, by_distance)
+    return result if by_distance else (result, None)

@@ -7,8 +7,9 @@ path it replaces, outputs and gradients, in float32:
 
 * ``"distance"`` -- 2 sentences, 2 heads, 80 tokens (two tiles, the last one partial),
   padding, with and without the causal mask; the table as a summand at head dimensions
-  64 and 128 (with a concatenated low-rank term), and as a factor at 64; against the
-  softmax written out in float32. These are the variants training compiles, so the check
+  64 and 128 (with a concatenated low-rank term), as a factor at 64, and Shaw's terms by
+  clipped distance (``k = 16``, keys and values); against the softmax written out in
+  float32. These are the variants training compiles, so the check
   costs little more than the compilation the first training step would do anyway.
 * ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
   rotation.
@@ -23,10 +24,11 @@ import warnings
 from typing import Callable, Iterable, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions import expand_distance_bias
-from .distance import distance_attention
+from .distance import clipped_relative_attention, distance_attention
 from .rotary import rotate
 
 #: Largest error allowed, relative to the largest reference value: probabilities are
@@ -115,6 +117,49 @@ def check_distance(device: torch.device, dtype: torch.dtype) -> Optional[str]:
             problem = _disagreement(("output", "dq", "dk", "dv", "d_table"), got, ref, what)
             if problem:
                 return problem
+    return _check_clipped(device, dtype, g, padding)
+
+
+def _shaw_written_out(q: Tensor, k: Tensor, v: Tensor, a_key: Tensor, a_value: Tensor,
+                      padding: Tensor, causal: bool, r_lo: int) -> Tensor:
+    length, rows = q.size(2), a_key.size(0)
+    positions = torch.arange(length, device=q.device)
+    r = positions[None, :] - positions[:, None]  # j - i
+    clipped = r.clamp(r_lo, r_lo + rows - 1) - r_lo
+    one_hot = F.one_hot(clipped, rows).to(q.dtype)  # (i, j, c)
+    logits = q @ k.transpose(-1, -2) + torch.einsum("bhic,ijc->bhij", q @ a_key.t(), one_hot)
+    blocked = padding[:, None, None, :]
+    if causal:
+        blocked = blocked | (r > 0)
+    p = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
+    return p @ v + torch.einsum("bhij,ijc->bhic", p, one_hot) @ a_value
+
+
+def _check_clipped(device: torch.device, dtype: torch.dtype, g: torch.Generator,
+                   padding: Tensor) -> Optional[str]:
+    """Shaw's terms by clipped distance, keys and values, ``k = 16``."""
+    batch, heads, length, d_h, clip = 2, 2, 80, 64, 16
+    for causal in (False, True):
+        rows = clip + 1 if causal else 2 * clip + 1
+        shapes = [(batch, heads, length, d_h)] * 3 + [(rows, d_h)] * 2
+        inputs = [x.to(device, dtype).requires_grad_() for x in (
+            torch.randn(*shape, generator=g) / (d_h ** 0.5 if i in (0, 3, 4) else 1)
+            for i, shape in enumerate(shapes))]
+        weights = torch.randn(batch, heads, length, d_h, generator=g).to(device)
+
+        def fused(q, k, v, a_key, a_value):
+            out, by_distance = clipped_relative_attention(q, k, v, q @ a_key.t(), -clip, 0,
+                                                          padding, causal, True)
+            return out + by_distance.to(out.dtype) @ a_value
+
+        got = _outputs_and_grads(fused, inputs, weights)
+        ref = _outputs_and_grads(
+            lambda *x: _shaw_written_out(*x, padding, causal, -clip),
+            [x.detach().float().requires_grad_() for x in inputs], weights)
+        problem = _disagreement(("output", "dq", "dk", "dv", "d_key_table", "d_value_table"),
+                                got, ref, f"Shaw, {'causal' if causal else 'bidirectional'}")
+        if problem:
+            return problem
     return None
 
 
