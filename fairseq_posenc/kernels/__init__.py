@@ -5,7 +5,9 @@ a kernel is defined."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+from typing import ContextManager
 
 import torch
 from torch import Tensor
@@ -19,6 +21,11 @@ FUSED_DTYPES = frozenset({torch.float16, torch.bfloat16})
 def triton_available() -> bool:
     """Whether Triton is installed (checked without importing it)."""
     return importlib.util.find_spec("triton") is not None
+
+
+def on_device_of(x: Tensor) -> ContextManager:
+    """Triton launches on the current CUDA device: make it ``x``'s for the launch."""
+    return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
 def fused_by_default(kernel: str, x: Tensor) -> bool:

@@ -39,6 +39,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from . import on_device_of
+
 try:  # triton comes with CUDA builds of torch; CPU-only installs may lack it
     import triton
     import triton.language as tl
@@ -367,16 +369,22 @@ class _DistanceAttention(torch.autograd.Function):
         by_distance = (torch.empty(batch, heads, q_len, shape.r, dtype=torch.float32,
                                    device=q.device) if hist else lse)
         block_m, block_n = FORWARD_BLOCKS
-        _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-            q, k, v, table, pad, out, lse, by_distance, *_strides(q), *_strides(k),
-            *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=NUM_WARPS)
+        with on_device_of(q):
+            _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
+                q, k, v, table, pad, out, lse, by_distance, *_strides(q), *_strides(k),
+                *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
+                num_warps=NUM_WARPS)
         ctx.save_for_backward(q, k, v, table, pad, out, lse, by_distance)
         ctx.shape = shape
         return (out, by_distance) if hist else out
 
     @staticmethod
     def backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor] = None):
+        with on_device_of(d_out):
+            return _DistanceAttention._backward(ctx, d_out, d_by_distance)
+
+    @staticmethod
+    def _backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor]):
         q, k, v, table, pad, out, lse, by_distance = ctx.saved_tensors
         shape: _Shape = ctx.shape
         batch, heads, q_len, d_qk = q.shape

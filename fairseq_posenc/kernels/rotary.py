@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from . import on_device_of
+
 try:
     import triton
     import triton.language as tl
@@ -64,10 +66,11 @@ def _rotate(x: Tensor, rotation: Tensor, sign: int) -> Tensor:
         x = x.contiguous()
     batch, heads, length, dim = x.shape
     y = torch.empty(batch, heads, length, dim, dtype=x.dtype, device=x.device)
-    _rotate_kernel[(triton.cdiv(length, BLOCK_T), batch * heads)](
-        x, rotation, y, x.stride(0), x.stride(1), x.stride(2), heads, length, SIGN=sign,
-        HALF_D=dim // 2, BLOCK_P=max(16, 1 << (dim // 2 - 1).bit_length()),
-        BLOCK_T=BLOCK_T)
+    with on_device_of(x):
+        _rotate_kernel[(triton.cdiv(length, BLOCK_T), batch * heads)](
+            x, rotation, y, x.stride(0), x.stride(1), x.stride(2), heads, length, SIGN=sign,
+            HALF_D=dim // 2, BLOCK_P=max(16, 1 << (dim // 2 - 1).bit_length()),
+            BLOCK_T=BLOCK_T)
     return y
 
 
