@@ -209,11 +209,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
 
     def _fuses_distance(self, term: PositionEncoding, q: Tensor, tgt_len: int, src_len: int,
                         attn_mask: Optional[Tensor]) -> bool:
-        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE``,
-        runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
+        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` or
+        Shaw's, runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
         if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance) or (
                 self.distance_kernel == "bias"):
             return False
+        if (self.distance_kernel == "auto" and not term.by_clipped_distance
+                and torch.are_deterministic_algorithms_enabled()):
+            return False  # a table per head has its gradient summed by atomic adds
         if self.dropout_module.p > 0 and (
                 self.training or self.dropout_module.apply_during_inference):
             return False  # the kernel has no attention dropout

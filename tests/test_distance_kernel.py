@@ -323,3 +323,24 @@ def test_clipped_relative_attention_is_shaws(name, dtype, tol):
     by clipped distance; outputs and the gradients of q, k, v, aK and aV."""
     for got, ref in zip(*run_shaw(SHAW_CONFIGS[name], dtype)):
         assert (got - ref).abs().max() < tol * max(1.0, ref.abs().max().item())
+
+
+def test_auto_keeps_the_bias_under_deterministic_algorithms(monkeypatch):
+    """A table per head has its gradient summed by atomic adds (rounding order varies):
+    with ``torch.use_deterministic_algorithms(True)`` ``"auto"`` keeps the bias path;
+    Shaw's rows per query (no atomics) stay fused."""
+    import fairseq_posenc.attention as attention
+    monkeypatch.setattr(attention, "fused_by_default", lambda kernel, x: True)
+    x = torch.randn(5, 2, 8, device=DEVICE)
+    saved = torch.are_deterministic_algorithms_enabled()
+    try:
+        for deterministic, expected in ((False, 2), (True, 1)):
+            torch.use_deterministic_algorithms(deterministic)
+            with counting_calls() as calls:
+                for encoding in ("t5", "shaw"):
+                    attn = build_attention(encoding, causal=False).float().to(DEVICE)
+                    with attn.scope.open():
+                        attn(x, x, x, need_weights=False)
+            assert len(calls) == expected, deterministic
+    finally:
+        torch.use_deterministic_algorithms(saved)

@@ -3,7 +3,9 @@
 ``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` for one per-head table ``b``
 over a range of distances (a ``DISTANCE_BIAS``: T5, DIET-REL, AT5, TUPE-R's buckets, the
 encoder's ALiBi), or ``softmax((q k^T) * b[h, j - (q_offset + i)] + mask) v`` with ``b`` a
-factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2),
+factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2), or with
+``b`` a table per query row read by clipped distance and the probabilities also summed by
+clipped distance (:func:`clipped_relative_attention`: Shaw et al.'s key and value terms),
 as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
 queries and keys in on-chip memory, an online softmax, and the backward recomputing the
 probabilities from the log-sum-exp of each row. The bias is read from the table inside
@@ -19,7 +21,9 @@ writes that tensor's gradient and sums it over the batch, 2.7-2.8 ms per call ag
 ``BLOCK x BLOCK`` tile of ``dS`` is summed along its diagonals where it is made (a
 ``tl.gather`` that skews the rows, then a column sum: ``2 BLOCK - 1`` distances) and added
 atomically to a ``(B * H, R)`` float32 buffer, summed over the batch afterwards. Atomic
-float adds make the table's gradient reproducible only up to rounding order.
+float adds make the table's gradient reproducible only up to rounding order. A table per
+row has its gradient summed by clipped distance row by row (:func:`_clipped_sums`: inside
+the clip range one key per distance, a gather; its two ends masked sums), no atomics.
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -48,11 +52,6 @@ except ImportError:  # pragma: no cover - exercised where triton is absent
     triton = None
 
 LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x * log2(e))
-
-
-def available() -> bool:
-    """Whether Triton is importable (the kernels can run)."""
-    return triton is not None
 
 
 if triton is not None:
@@ -135,9 +134,9 @@ if triton is not None:
         inside = (col >= 0) & (col < BLOCK_N) & (c > 0)[None, :] & (c < R - 1)[None, :]
         out = tl.where(inside, tl.gather(x, tl.minimum(tl.maximum(col, 0), BLOCK_N - 1), 1),
                        0.0)
-        r = start_n + c[None, :] - i_abs[:, None] - R_LO  # the tile's key c here
-        low = tl.sum(tl.where(r <= 0, x, 0.0), 1)
-        high = tl.sum(tl.where(r >= R - 1, x, 0.0), 1)
+        unclipped = start_n + c[None, :] - i_abs[:, None] - R_LO  # key c's column, unclipped
+        low = tl.sum(tl.where(unclipped <= 0, x, 0.0), 1)
+        high = tl.sum(tl.where(unclipped >= R - 1, x, 0.0), 1)
         out += tl.where((c == 0)[None, :], low[:, None], 0.0)
         return out + tl.where((c == R - 1)[None, :], high[:, None], 0.0)
 

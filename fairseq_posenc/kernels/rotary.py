@@ -56,11 +56,6 @@ if triton is not None:
         tl.store(y + 1, (x0 * sin + x1 * cos).to(Y.dtype.element_ty), mask=mask)
 
 
-def available() -> bool:
-    """Whether Triton is importable (the kernel can run)."""
-    return triton is not None
-
-
 def _rotate(x: Tensor, rotation: Tensor, sign: int) -> Tensor:
     if x.stride(-1) != 1:
         x = x.contiguous()
