@@ -35,18 +35,21 @@ Two paths:
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
   A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term, or Shaw's terms by clipped distance
   (``by_clipped_distance``: rows per query, the value term from the probabilities summed
-  by clipped distance), that is the layer's only ``len x len`` term runs, on CUDA in half precision without attention dropout, in the fused kernel of
+  by clipped distance), that is the layer's only ``len x len`` term runs, on CUDA in half
+  precision without attention dropout, in the fused kernel of
   :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
   :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
-  ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)`` mask, the decoder's
-  future mask as causality, the table's gradient summed by distance in the kernel. No
-  ``len x len`` tensor, where ``scaled_dot_product_attention`` with the bias and its
-  gradient took 2.84 ms against 1.00 ms with a padding mask (H100, fp16, B=64, T=512).
+  ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)``
+  mask, the decoder's future mask as causality, the table's gradient summed by distance
+  in the kernel. No ``len x len`` tensor, where ``scaled_dot_product_attention`` with the
+  bias and its gradient took 2.84 ms against 1.00 ms with a padding mask (H100, fp16,
+  B=64, T=512).
   A concatenated low-rank term (TUPE-R's) joins it as extra dimensions. Elsewhere, and with
   ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
-  probabilities (Shaw's value term, where not fused), multiplies or replaces the content logits (Huang et
-  al.'s methods 1-3; 1-2 run fused where the distance kernel does), or the caller asks for the attention weights; and for a single query
+  probabilities (Shaw's value term, where not fused), multiplies or replaces the content
+  logits (Huang et al.'s methods 1-3; 1-2 run fused where the distance kernel does), or
+  the caller asks for the attention weights; and for a single query
   row (an incremental decoding step), where stock fairseq also takes its explicit path:
   on CPU, ``scaled_dot_product_attention`` was 1.2-2.0x slower than ``matmul`` + softmax
   for one query over 16-121 keys (``B*beam = 20``, 8 heads, ``d_h = 64``); and on CPU for
@@ -234,9 +237,10 @@ class PositionalMultiheadAttention(MultiheadAttention):
 
     def _fused_distance(self, term: PositionEncoding, q: Tensor, k: Tensor, v: Tensor,
                         tgt_len: int, src_len: int, q_offset: int,
-                        key_padding_mask: Optional[Tensor], causal: bool, concatenate,
-                        concatenated: bool, ctx: PositionContext) -> Tensor:
-        """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``."""
+                        key_padding_mask: Optional[Tensor], causal: bool,
+                        ctx: PositionContext) -> Tensor:
+        """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``;
+        ``q`` and ``k`` carry any concatenated low-rank dimensions already."""
         from .kernels.distance import clipped_relative_attention, distance_attention
 
         if term.by_clipped_distance:  # Shaw: rows per query, the value term by distance
@@ -247,8 +251,6 @@ class PositionalMultiheadAttention(MultiheadAttention):
             if by_distance is not None:
                 out = out + by_distance.to(out.dtype) @ value_table
             return out
-        if concatenated:
-            q, k = concatenate(q, k)
         table, r_lo = term.distance_table(tgt_len, src_len, q_offset, ctx)
         return distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
                                   causal=causal,
@@ -321,9 +323,10 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 for t in concatenated])
 
         if fused is not None:
+            if concatenated:  # TUPE-R's low-rank part (never beside Shaw's rows)
+                q, k = concatenate(q, k)
             out = self._fused_distance(fused, q, k, v, tgt_len, src_len, q_offset,
-                                       key_padding_mask, attn_mask is not None, concatenate,
-                                       bool(concatenated), ctx)
+                                       key_padding_mask, attn_mask is not None, ctx)
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 

@@ -8,11 +8,12 @@ drops the value term (Yang et al. 2019's simplification; then the fused attentio
 used).
 
 No ``len x len x d_h`` tensor is built: the key term is ``q @ aK^T`` (``len x (2k+1)``)
-gathered by clipped distance (on CUDA in half precision inside the fused distance kernel,
-``by_clipped_distance``, with no ``len x len`` tensor at all), and the value term sums the probabilities per clipped
+gathered by clipped distance, and the value term sums the probabilities per clipped
 distance (``len x (2k+1)``) and multiplies by ``aV``. Both sums by clipped distance (the
 value term's, and the key term's gradient) are a gather and two masked sums, not a
-``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`).
+``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`). On CUDA in
+half precision the same happens inside the fused distance kernel
+(:meth:`clipped_tables`, ``by_clipped_distance``), with no ``len x len`` tensor at all.
 
 Deviations: the causal decoder sees only ``c <= 0``, so its tables have the ``k + 1`` rows
 it can use (tensor2tensor allocates ``2k+1`` there and never trains the other ``k``).
