@@ -1,0 +1,36 @@
+"""How far the fused kernels are from the papers' formulas written out in float64, on the
+same rounded inputs: max |error| / max |reference| for the output and every gradient.
+
+    PYTHONPATH=tests python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
+
+Uses the tests' comparisons (``tests/test_distance_kernel.py``); without CUDA the kernels
+run in Triton's interpreter (``tests/interpreted.py``), with CUDA compiled, and then
+bfloat16 is measured too.
+"""
+
+import torch
+
+from interpreted import DEVICE
+from test_distance_kernel import CONFIGS, SHAW_CONFIGS, run_both, run_shaw
+
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+
+
+def relative(got, ref):
+    return ", ".join(f"{float((a.cpu() - b).abs().max() / b.abs().max()):.1e}"
+                     for a, b in zip(got, ref) if a is not None)
+
+
+print(f"device: {DEVICE} ({'compiled' if DEVICE == 'cuda' else 'Triton interpreter'}), "
+      f"torch {torch.__version__}")
+print("distance kernel: output, dq, dk, dv, d_table")
+for name in ("encoder, left padding", "decoder, causal, rows with no key",
+             "queries after a cache, extra q.k dims", "a factor (Huang), two tiles"):
+    for dtype in DTYPES:
+        (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], dtype)
+        print(f"  {name}, {str(dtype)[6:]}: {relative([out, *grads], [ref_out, *ref_grads])}")
+print("Shaw's terms by clipped distance: output, dq, dk, dv, d_aK, d_aV")
+for name in SHAW_CONFIGS:
+    for dtype in DTYPES:
+        got, ref = run_shaw(SHAW_CONFIGS[name], dtype)
+        print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")
