@@ -227,7 +227,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        if not (self.distance_kernel == "fused" or fused_by_default("distance", q)):
+        family = ("clipped" if term.by_clipped_distance else "distance_factor"
+                  if term.kind is PositionKind.DISTANCE_SCALE else "distance")
+        if not (self.distance_kernel == "fused" or fused_by_default(family, q)):
             return False
         if term.by_clipped_distance:  # its rows must fit a tile
             from .kernels.distance import clipped_rows_fit

@@ -245,7 +245,8 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     compile, is refused with a warning."""
     self_check = kernel_module("self_check")
     dtype = torch.float16
-    assert self_check.self_check("distance", torch.device(DEVICE), dtype)
+    for family in ("distance", "distance_factor", "clipped"):
+        assert self_check.self_check(family, torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
         out = kernels.distance_attention(*args, **kwargs)

@@ -5,12 +5,13 @@ only vouch for the ones they ran on. So before an ``"auto"`` choice uses a fused
 a device and dtype, the kernel runs once on a small problem there and is compared with the
 path it replaces, outputs and gradients, in float32:
 
-* ``"distance"`` -- 2 sentences, 2 heads, 80 tokens (two tiles, the last one partial),
-  padding, with and without the causal mask; the table as a summand at head dimensions
-  64 and 128 (with a concatenated low-rank term), as a factor at 64, and Shaw's terms by
-  clipped distance (``k = 16``, keys and values); against the softmax written out in
-  float32. These are the variants training compiles, so the check
-  costs little more than the compilation the first training step would do anyway.
+* ``"distance"``, ``"distance_factor"``, ``"clipped"`` -- 2 sentences, 2 heads, 80
+  tokens (two tiles, the last one partial), padding, with and without the causal mask: a
+  table per head as a summand at head dimensions 64 and 128 (with a concatenated low-rank
+  term), as a factor at 64, and Shaw's terms by clipped distance (``k = 16``, keys and
+  values); against the softmax written out in float32. Each family is checked where a
+  model first uses it, with the variants its training compiles, so the check costs
+  little more than the compilation the first training step would do anyway.
 * ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
   rotation.
 
@@ -92,12 +93,22 @@ def _softmax_written_out(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding
     return torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1) @ v
 
 
-def check_distance(device: torch.device, dtype: torch.dtype) -> Optional[str]:
-    g = torch.Generator().manual_seed(0)
-    batch, heads, length = 2, 2, 80
-    padding = torch.zeros(batch, length, dtype=torch.bool, device=device)
+BATCH, HEADS, LENGTH = 2, 2, 80
+
+
+def _padding(device: torch.device) -> Tensor:
+    padding = torch.zeros(BATCH, LENGTH, dtype=torch.bool, device=device)
     padding[0, -3:] = True  # every row still sees a key, with the causal mask too
-    for factor, d_qk in ((False, 64), (False, 128), (True, 64)):
+    return padding
+
+
+def check_distance(device: torch.device, dtype: torch.dtype,
+                   variants=((False, 64), (False, 128))) -> Optional[str]:
+    """A table per head as a summand (``variants``: ``(factor, d_qk)``)."""
+    g = torch.Generator().manual_seed(0)
+    batch, heads, length = BATCH, HEADS, LENGTH
+    padding = _padding(device)
+    for factor, d_qk in variants:
         for causal in (False, True):
             q, k, v = (torch.randn(batch, heads, length, d, generator=g)
                        for d in (d_qk, d_qk, 64))
@@ -117,7 +128,12 @@ def check_distance(device: torch.device, dtype: torch.dtype) -> Optional[str]:
             problem = _disagreement(("output", "dq", "dk", "dv", "d_table"), got, ref, what)
             if problem:
                 return problem
-    return _check_clipped(device, dtype, g, padding)
+    return None
+
+
+def check_distance_factor(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """A table per head as a factor of ``q.k``."""
+    return check_distance(device, dtype, variants=((True, 64),))
 
 
 def _shaw_written_out(q: Tensor, k: Tensor, v: Tensor, a_key: Tensor, a_value: Tensor,
@@ -135,10 +151,11 @@ def _shaw_written_out(q: Tensor, k: Tensor, v: Tensor, a_key: Tensor, a_value: T
     return p @ v + torch.einsum("bhij,ijc->bhic", p, one_hot) @ a_value
 
 
-def _check_clipped(device: torch.device, dtype: torch.dtype, g: torch.Generator,
-                   padding: Tensor) -> Optional[str]:
+def check_clipped(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     """Shaw's terms by clipped distance, keys and values, ``k = 16``."""
-    batch, heads, length, d_h, clip = 2, 2, 80, 64, 16
+    g = torch.Generator().manual_seed(0)
+    padding = _padding(device)
+    batch, heads, length, d_h, clip = BATCH, HEADS, LENGTH, 64, 16
     for causal in (False, True):
         rows = clip + 1 if causal else 2 * clip + 1
         shapes = [(batch, heads, length, d_h)] * 3 + [(rows, d_h)] * 2
@@ -178,11 +195,16 @@ def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     return _disagreement(("output", "dx"), got, ref, "80 positions, d_h 64")
 
 
+#: One check per family of kernel variants, so that a model compiles only what it uses.
 CHECKS: dict[str, Callable[[torch.device, torch.dtype], Optional[str]]] = {
     "distance": check_distance,
+    "distance_factor": check_distance_factor,
+    "clipped": check_clipped,
     "rotary": check_rotary,
 }
 FALLBACKS = {
-    "distance": "Distance terms run as (B, H, T, T) tensors",
+    "distance": "Distance biases run as (B, H, T, T) tensors",
+    "distance_factor": "Distance factors run on the explicit path",
+    "clipped": "Shaw's terms run on the explicit path",
     "rotary": "RoPE rotates q and k in complex64",
 }
