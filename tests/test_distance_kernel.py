@@ -83,9 +83,9 @@ def run_both(config, dtype, seed=0):
         tensors = [t.clone().requires_grad_(i < 3 or table_grad)
                    for i, t in enumerate(tensors)]
         out = fn(*tensors)
-        (out.double() * weights).sum().backward()
-        return out.double().detach(), [None if t.grad is None else t.grad.double()
-                                        for t in tensors]
+        (out.double() * weights.to(out.device)).sum().backward()
+        return out.double().detach().cpu(), [None if t.grad is None else t.grad.double().cpu()
+                                              for t in tensors]
 
     dev = [t.to(DEVICE, dtype) for t in x + [table]]
     got = grads(dev, lambda q, k, v, t: kernels.distance_attention(
@@ -98,11 +98,25 @@ def run_both(config, dtype, seed=0):
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_kernel_equals_the_naive_softmax_float32(name):
     (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float32)
-    assert (out.cpu() - ref_out).abs().max() < 2e-5
+    assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
     for got, ref in zip(grads, ref_grads):
         assert (got is None) == (ref is None)
         if got is not None:
             assert (got.cpu() - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
+
+
+@pytest.mark.parametrize("name", ["decoder, causal, rows with no key",
+                                  "queries after a cache, extra q.k dims"])
+def test_other_tile_shapes(name, monkeypatch):
+    """The launches are tunable per kernel (non-square tiles for the forward and dK/dV,
+    fewer query rows for a short query block): the numbers do not depend on them."""
+    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float32)
+    assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
+    for got, ref in zip(grads, ref_grads):
+        assert (got - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
 
 
 @pytest.mark.parametrize("name", ["encoder, left padding", "decoder, causal, rows with no key",
@@ -191,14 +205,15 @@ def test_layer_with_the_fused_kernel_equals_the_bias(encoding, flags, causal):
             results[distance] = layer_run(attn, x, causal, padding)
         assert len(calls) == (distance == "fused")
     (out_b, grads_b), (out_f, grads_f) = results["bias"], results["fused"]
-    assert (out_b - out_f).abs().max() < 1e-4
-    # float32 against float32: both paths are ~1e-6 of the largest gradient away from a
-    # float64 run (some gradients are 0 analytically, e.g. the keys' bias's).
+    # float32 against float32: both paths are ~1e-6 (CPU) to ~1e-5 (H100: other
+    # summation orders, the table's gradient by atomic adds) of the largest value away
+    # from a float64 run (some gradients are 0 analytically, e.g. the keys' bias's).
+    assert (out_b - out_f).abs().max() < 3e-5 * out_b.abs().max()
     scale = max(g.abs().max().item() for g in grads_b if g is not None)
     for g_b, g_f in zip(grads_b, grads_f):
         assert (g_b is None) == (g_f is None)
         if g_b is not None:
-            assert (g_b - g_f).abs().max() < 1e-5 * scale
+            assert (g_b - g_f).abs().max() < 5e-5 * scale
 
 
 def test_fused_kernel_is_chosen_only_where_exact():

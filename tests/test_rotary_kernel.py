@@ -50,6 +50,7 @@ def test_rotation_is_the_papers_forward_and_backward(dtype, tol, d, length, offs
     ref = paper_rotation(xr, torch.arange(offset, offset + length))
     (ref * weights).sum().backward()
     assert out.dtype == dtype and out.shape == x.shape
+    assert out.stride() == xd.stride()  # the input's layout: no copy for attention or autograd
     assert (out.cpu().double() - ref).abs().max() < tol * 4
     assert (xd.grad.cpu().double() - xr.grad).abs().max() < tol * 4
 
@@ -94,6 +95,24 @@ def test_auto_keeps_the_complex_path_on_cpu_and_in_float32(monkeypatch):
     with torch.no_grad():
         model.encoder(src.to(DEVICE), lengths.to(DEVICE))
     assert calls == []
+
+
+def test_auto_rotates_a_decoding_step_on_the_complex_path(monkeypatch):
+    """Where ``"auto"`` fuses (CUDA, half precision; forced here), a whole sequence is
+    rotated by the kernel and a decoding step's one position by the complex product."""
+    import fairseq_posenc.encodings.rope as rope_module
+    from fairseq_posenc.encodings import PositionContext
+
+    calls = []
+    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x: True)
+    monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(a[0].size(2)) or
+                        rotate_pairs(*a))
+    rope = Rope(head_dim=16, base=10000.0)
+    x = torch.randn(2, 3, 7, 16)
+    full, _ = rope.rotate_qk(x, x, 0, PositionContext())
+    step, _ = rope.rotate_qk(x[:, :, 6:], x[:, :, 6:], 6, PositionContext(incremental=True))
+    assert calls == [7, 7]  # q and k of the full sequence only
+    assert torch.allclose(step, full[:, :, 6:], atol=1e-6)
 
 
 def test_self_check_of_the_rotation(monkeypatch):

@@ -1,14 +1,20 @@
-"""The fused Triton kernels on a GPU. The distance-bias kernel: one self-attention call,
-forward + backward, against stock's padding mask and the (B, H, T, T) bias with its
-gradient, and a sweep of tile sizes and warps. Then training steps of whole models with
-either kernel: the distance-bias and distance-factor encodings and Shaw's (bias or
-explicit path / fused) and RoPE (complex64 / fused rotation).
+"""The fused Triton kernels on a GPU, in stages (every one by default, in this order):
 
-    python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR
+* ``calls``: the distance kernel, one self-attention call forward + backward (with the
+  table's gradient, a fixed table, a factor, causal) against stock's padding mask or
+  causal flag and SDPA with the (B, H, T, T) bias and its gradient;
+* ``sweep``, ``sweep128``: each kernel's launch (tile shape, warps, pipelining stages),
+  one kernel at a time from the defaults, then the best of each together;
+* ``rope``: one rotation of a projection's view, the complex path against the kernel;
+* ``train``, ``train_rope``: training steps of whole models with torch's path or the fused
+  kernel, interleaved with stock's (distance, factor and Shaw's encodings; RoPE);
+* ``translate``: beam-10 translation likewise.
 
-writes OUT_DIR/fused-kernels.json (one record per line printed as it goes).
-Timings are medians of CUDA-event times over 30 calls after 3 warm-up calls; model steps
-are interleaved with stock's, as posenc-benchmark does.
+    python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR [stage ...]
+
+writes OUT_DIR/fused-kernels.json after each stage (one record per line printed as it
+goes). Per-call timings are medians of CUDA-event times (30 calls after 3 warm-up calls;
+15 in the sweeps); model steps are interleaved with stock's, as posenc-benchmark does.
 """
 
 import json
@@ -51,7 +57,7 @@ def bench(fn, n=30):
     return statistics.median(times)
 
 
-def calls(B, T, dtype):
+def calls(B, T, dtype, only=None):
     g = torch.Generator(device=dev).manual_seed(0)
     q, k, v = (torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g).requires_grad_()
                for _ in range(3))
@@ -85,6 +91,9 @@ def calls(B, T, dtype):
                                                                right, causal=True),
     }
     for name, fn in cases.items():
+        if only is not None and name not in only:
+            continue
+
         def run():
             for t in (q, k, v, table):
                 t.grad = None
@@ -97,25 +106,66 @@ def calls(B, T, dtype):
 
 
 def sweep(B, T, dtype):
-    """Tile sizes and warps of the fused kernel with its table's gradient."""
-    cases, (q, k, v, table, do) = calls(B, T, dtype)
-    saved = K.FORWARD_BLOCKS, K.BACKWARD_BLOCK, K.NUM_WARPS
-    for fwd in ((64, 64), (128, 64), (128, 32)):
-        for bwd in (32, 64):
-            for warps in (4, 8):
-                K.FORWARD_BLOCKS, K.BACKWARD_BLOCK, K.NUM_WARPS = fwd, bwd, warps
+    """The three kernels' launches, one kernel at a time from the defaults (tile shape,
+    warps, pipelining stages), with the table's gradient; then the best of each together."""
+    cases, (q, k, v, table, do) = calls(B, T, dtype, only=("fused_grad",))
+    defaults = {"FORWARD": K.FORWARD, "BACKWARD_DKDV": K.BACKWARD_DKDV,
+                "BACKWARD_DQ": K.BACKWARD_DQ}
+    shapes = {"FORWARD": ((64, 64), (128, 64), (128, 32)),
+              "BACKWARD_DKDV": ((32, 64), (64, 64), (32, 128), (64, 128)),
+              "BACKWARD_DQ": ((32, 32), (64, 64))}
 
-                def run():
-                    for t in (q, k, v, table):
-                        t.grad = None
-                    cases["fused_grad"]().backward(do)
-                config = f"fwd{fwd[0]}x{fwd[1]}_bwd{bwd}_w{warps}"
-                try:
-                    emit(case="fused_grad", config=config, B=B, T=T, dtype=str(dtype)[6:],
-                         ms=bench(run))
-                except Exception as exc:
-                    emit(case="fused_grad", config=config, B=B, T=T, error=repr(exc)[:400])
-    K.FORWARD_BLOCKS, K.BACKWARD_BLOCK, K.NUM_WARPS = saved
+    def run():
+        for t in (q, k, v, table):
+            t.grad = None
+        cases["fused_grad"]().backward(do)
+
+    best = {}
+    for kernel, options in shapes.items():
+        timed = []
+        for (bm, bn) in options:
+            for warps in (4, 8):
+                for stages in (2, 3):
+                    tiles = K.Tiles(bm, bn, warps, stages)
+                    setattr(K, kernel, tiles)
+                    try:
+                        ms = bench(run, n=15)
+                        timed.append((ms, tiles))
+                        emit(case="sweep", kernel=kernel, tiles=str(tiles), B=B, T=T,
+                             dtype=str(dtype)[6:], ms=ms)
+                    except Exception as exc:
+                        emit(case="sweep", kernel=kernel, tiles=str(tiles), B=B, T=T,
+                             error=repr(exc)[:300])
+        setattr(K, kernel, defaults[kernel])
+        best[kernel] = min(timed, key=lambda x: x[0])[1]
+    for name, config in (("defaults", defaults), ("best", best)):
+        for key, tiles in config.items():
+            setattr(K, key, tiles)
+        emit(case="sweep_" + name, config={k: str(t) for k, t in config.items()}, B=B, T=T,
+             dtype=str(dtype)[6:], ms=bench(run))
+    for key, tiles in defaults.items():
+        setattr(K, key, tiles)
+    return best
+
+
+def rope_calls(B=256, T=128, dtype=torch.float16):
+    """One rotation of a ``(B, H, T, d)`` view of a ``(T, B, H * d)`` projection, forward
+    and backward: the complex64 path and the fused kernel."""
+    from fairseq_posenc.encodings.rope import rotate_pairs
+    from fairseq_posenc.kernels.rotary import rotate
+    x = torch.randn(T, B, H * D, device=dev, dtype=dtype).requires_grad_()
+    theta = 10000.0 ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float64) / D)
+    angle = torch.arange(T, device=dev, dtype=torch.float64)[:, None] * theta
+    rot = torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
+    dy = torch.randn(B, H, T, D, device=dev, dtype=dtype)
+    for name, fn in (("complex", rotate_pairs), ("fused", rotate)):
+        def run():
+            x.grad = None
+            view = x.view(T, B, H, D).permute(1, 2, 0, 3)
+            fn(view, rot).backward(dy)
+        emit(case="rope_call", kernel=name, B=B, T=T, dtype=str(dtype)[6:], ms=bench(run))
+    emit(case="copy_reference", B=B, T=T, dtype=str(dtype)[6:],
+         ms=bench(lambda: x.detach().clone()))
 
 
 def set_distance_kernel(model, kernel):
@@ -175,11 +225,55 @@ def model_steps(length, dtype, names=tuple(VARIANTS), reps=8):
         torch.cuda.empty_cache()
 
 
+def translate_steps(length=128, dtype=torch.float16, names=("t5", "tupe_r", "huang1", "shaw",
+                                                               "rope"), reps=3):
+    """Beam-10 translation of 64 sentences (``posenc-benchmark``'s translate call): torch's
+    path and the fused kernels, each interleaved with stock's."""
+    from fairseq_posenc.benchmark.workload import make_generator, translate
+    d = toy_dictionary(10000)
+    sources = make_batch(d, 64, length, 2, dev)
+    stock = build_model("stock", "base", d, 1, dev, dtype=dtype)
+    stock_gen = make_generator(stock, d, 10, length, half=True)
+    for name in names:
+        model = build_model(name, "base", d, 1, dev, dtype=dtype)
+        gen = make_generator(model, d, 10, length, half=True)
+        choose, kernels = VARIANTS[name]
+        for kernel in kernels:
+            choose(model, kernel)
+            times = {"model": [], "stock": []}
+            translate(model, gen, sources)
+            translate(stock, stock_gen, sources)
+            for _ in range(reps):
+                for key, net, g in (("model", model, gen), ("stock", stock, stock_gen)):
+                    torch.cuda.synchronize()
+                    t = time.perf_counter()
+                    translate(net, g, sources)
+                    torch.cuda.synchronize()
+                    times[key].append(time.perf_counter() - t)
+            ms = 1000 * statistics.median(times["model"])
+            emit(case="translate", encoding=name, kernel=kernel, length=length,
+                 dtype=str(dtype)[6:], ms=ms,
+                 ratio=ms / (1000 * statistics.median(times["stock"])))
+        del model
+        torch.cuda.empty_cache()
+
+
+STAGES = {
+    "calls": lambda: [calls(B, T, dt) for B, T in ((64, 512), (256, 128))
+                      for dt in (torch.float16, torch.bfloat16)],
+    "sweep": lambda: sweep(64, 512, torch.bfloat16),
+    "sweep128": lambda: sweep(256, 128, torch.float16),
+    "rope": lambda: [rope_calls(), rope_calls(64, 512)],
+    "train": lambda: [model_steps(n, torch.float16) for n in (128, 512)],
+    "train_rope": lambda: [model_steps(n, torch.float16, names=("rope",)) for n in (128, 512)],
+    "translate": translate_steps,
+}
+
 if __name__ == "__main__":
-    for B, T in ((64, 512), (256, 128)):
-        for dtype in (torch.float16, torch.bfloat16):
-            calls(B, T, dtype)
-    sweep(64, 512, torch.bfloat16)
-    for length in (128, 512):
-        model_steps(length, torch.float16)
-    json.dump(records, open(f"{sys.argv[1]}/fused-kernels.json", "w"), indent=1)
+    # python fused_kernels.py OUT [stage ...]: every stage by default, in this order
+    for stage in sys.argv[2:] or list(STAGES):
+        try:
+            STAGES[stage]()
+        except Exception as exc:  # record and go on with the next stage
+            emit(case=stage, error=repr(exc)[:400])
+        json.dump(records, open(f"{sys.argv[1]}/fused-kernels.json", "w"), indent=1)

@@ -2,6 +2,7 @@
 same rounded inputs: max |error| / max |reference| for the output and every gradient.
 
     PYTHONPATH=tests python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
+    (on a CUDA machine: > docs/kernels/accuracy-gpu.txt)
 
 Uses the tests' comparisons (``tests/test_distance_kernel.py``); without CUDA the kernels
 run in Triton's interpreter (``tests/interpreted.py``), with CUDA compiled, and then

@@ -6,9 +6,10 @@ at position ``p`` turn by the angle ``p * theta_i``, ``theta_i = base^(-2i/d_h)`
 ``j - i``. Interleaved pairs as in the paper (GPT-NeoX rotates the two halves instead: the
 same family, a different pairing). Applied in every self-attention layer; no parameters.
 Keys are cached rotated, so decoding step ``t`` rotates only its own query and key.
-On CUDA in half precision the rotation is one fused pass
+On CUDA in half precision a sequence's rotation is one fused pass
 (:mod:`fairseq_posenc.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
-complex64 product without its float32 copies.
+complex64 product without its float32 copies; a decoding step's one position keeps the
+complex product, which launches fewer kernels.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
 are contiguous and, the encoding being relative, the padding offset cancels.
@@ -97,7 +98,11 @@ class Rope(PositionEncoding):
                   ctx: PositionContext) -> tuple[Tensor, Tensor]:
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
-        if self.kernel == "fused" or (self.kernel == "auto" and fused_by_default("rotary", q)):
+        # "auto" keeps a decoding step's one position on the complex path: launches, not
+        # bytes, bound it there (beam-10 translation 1.23 against 1.44x stock's with the
+        # fused rotation, H100, fp16; docs/benchmark-gpu-runs/fused-kernels-2.json).
+        if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
+                                      and fused_by_default("rotary", q)):
             from ..kernels.rotary import rotate
 
             return rotate(q, rotation), rotate(k, rotation)

@@ -38,6 +38,7 @@ checks it against a naive softmax where CI has no GPU.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -343,11 +344,29 @@ def _block_dim(d: int) -> int:
     return max(16, 1 << (d - 1).bit_length())
 
 
-#: Tile sizes: ``(BLOCK_M, BLOCK_N)`` forward, ``BLOCK`` backward (square tiles for the
-#: diagonal sums), and warps.
-FORWARD_BLOCKS = (64, 64)
-BACKWARD_BLOCK = 64
-NUM_WARPS = 4
+@dataclass(frozen=True)
+class Tiles:
+    """One kernel's launch: ``block_m`` queries by ``block_n`` keys per tile, and Triton's
+    warps per program and software-pipelining depth."""
+
+    block_m: int
+    block_n: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+
+#: The three kernels' launches (chosen on an H100, ``docs/benchmark-gpu-runs``). The dQ
+#: kernel's tiles are square (its diagonal sums); Shaw's rows must fit ``FORWARD.block_n``
+#: and ``BACKWARD_DQ.block_n`` (:func:`clipped_rows_fit`).
+FORWARD = Tiles(64, 64)
+BACKWARD_DKDV = Tiles(64, 64)
+BACKWARD_DQ = Tiles(64, 64)
+
+
+def _query_block(tiles: Tiles, q_len: int) -> int:
+    """Fewer query rows per tile for a short query block (a decoding step: one row), at
+    least 16 (``tl.dot``)."""
+    return min(tiles.block_m, max(16, 1 << (q_len - 1).bit_length()))
 
 
 class _DistanceAttention(torch.autograd.Function):
@@ -367,12 +386,12 @@ class _DistanceAttention(torch.autograd.Function):
                        q.dtype == torch.float32)
         by_distance = (torch.empty(batch, heads, q_len, shape.r, dtype=torch.float32,
                                    device=q.device) if hist else lse)
-        block_m, block_n = FORWARD_BLOCKS
+        block_m = _query_block(FORWARD, q_len)
         with on_device_of(q):
             _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
                 q, k, v, table, pad, out, lse, by_distance, *_strides(q), *_strides(k),
-                *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=block_n,
-                num_warps=NUM_WARPS)
+                *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=FORWARD.block_n,
+                num_warps=FORWARD.num_warps, num_stages=FORWARD.num_stages)
         ctx.save_for_backward(q, k, v, table, pad, out, lse, by_distance)
         ctx.shape = shape
         return (out, by_distance) if hist else out
@@ -390,10 +409,8 @@ class _DistanceAttention(torch.autograd.Function):
         k_len = k.size(2)
         d_out = d_out.contiguous()
         delta = torch.empty_like(lse)  # rowsum(dP * P) = rowsum(dO * O) (+ the histogram's)
-        block = BACKWARD_BLOCK
-        _delta_kernel[(triton.cdiv(q_len, block), batch * heads)](
-            out, d_out, delta, q_len, D_V=shape.d_v,
-            BD_V=_block_dim(shape.d_v), BLOCK_M=block, num_warps=NUM_WARPS)
+        _delta_kernel[(triton.cdiv(q_len, 64), batch * heads)](
+            out, d_out, delta, q_len, D_V=shape.d_v, BD_V=_block_dim(shape.d_v), BLOCK_M=64)
         d_hist = lse  # not read without a histogram
         if shape.hist:
             d_hist = (torch.zeros_like(by_distance) if d_by_distance is None
@@ -408,12 +425,14 @@ class _DistanceAttention(torch.autograd.Function):
                               dtype=torch.float32, device=q.device)
         common = (q, k, v, table, pad, d_out, lse, delta, d_hist)
         strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
-        _backward_dkdv_kernel[(triton.cdiv(k_len, block), batch * heads)](
-            *common, dk, dv, *strides, *shape.args(), BLOCK_M=block, BLOCK_N=block,
-            num_warps=NUM_WARPS)
+        dkdv, block = BACKWARD_DKDV, BACKWARD_DQ.block_n
+        _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
+            *common, dk, dv, *strides, *shape.args(), BLOCK_M=_query_block(dkdv, q_len),
+            BLOCK_N=dkdv.block_n, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages)
         _backward_dq_kernel[(triton.cdiv(q_len, block), batch * heads)](
             *common, dq, d_table, *strides, *shape.args(), TABLE_GRAD=table_grad,
-            BLOCK=block, num_warps=NUM_WARPS)
+            BLOCK=block, num_warps=BACKWARD_DQ.num_warps,
+            num_stages=BACKWARD_DQ.num_stages)
         grad_table = None
         if table_grad and shape.per_row:
             grad_table = d_table.view(table.shape).to(table.dtype)
@@ -448,7 +467,7 @@ class _Shape:
 def clipped_rows_fit(rows: int) -> bool:
     """Whether a table of ``rows`` clipped distances fits :func:`clipped_relative_attention`'s
     tiles (its sums by clipped distance gather within one tile's width)."""
-    return 2 <= rows <= min(FORWARD_BLOCKS[1], BACKWARD_BLOCK)
+    return 2 <= rows <= min(FORWARD.block_n, BACKWARD_DQ.block_n)
 
 
 def _check_triton() -> None:
@@ -498,7 +517,7 @@ def clipped_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_rows: Tensor
     batch, heads, q_len, _ = q.shape
     if key_rows.shape[:3] != (batch, heads, q_len) or not clipped_rows_fit(key_rows.size(3)):
         raise ValueError(f"key_rows must be (B, H, q_len, R) with 2 <= R <= "
-                         f"{min(FORWARD_BLOCKS[1], BACKWARD_BLOCK)}, got "
+                         f"{min(FORWARD.block_n, BACKWARD_DQ.block_n)}, got "
                          f"{tuple(key_rows.shape)}")
     result = _DistanceAttention.apply(q, k, v, key_rows, r_lo, q_offset, key_padding_mask,
                                       causal, False, by_distance)

@@ -30,42 +30,49 @@ try:
 except ImportError:  # pragma: no cover - exercised where triton is absent
     triton = None
 
-#: Positions per program; pairs per program is the head dimension's half, padded.
-BLOCK_T = 32
+#: Positions per program; the program reads whole rows (every pair of the head).
+BLOCK_T = 64
 
 if triton is not None:
 
     @triton.jit
-    def _rotate_kernel(X, ROT, Y, sxb, sxh, sxt, H, T, SIGN: tl.constexpr,
-                       HALF_D: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_T: tl.constexpr):
-        """``X``: ``(B, H, T, 2 HALF_D)``, last stride 1; ``ROT``: ``(T, HALF_D, 2)``
-        float32, ``(cos, sin)`` per position and pair; ``Y``: contiguous like ``X``."""
+    def _rotate_kernel(X, ROT, Y, sxb, sxh, sxt, syb, syh, syt, H, T, SIGN: tl.constexpr,
+                       D: tl.constexpr, BD: tl.constexpr, BLOCK_T: tl.constexpr):
+        """``X``, ``Y``: ``(B, H, T, D)``, last stride 1, any other strides; ``ROT``:
+        ``(T, D/2, 2)`` float32, ``(cos, sin)`` per position and pair. Rows are loaded
+        whole (coalesced) and split into the pairs' two halves in registers."""
         pid_t = tl.program_id(0)
         bh = tl.program_id(1)
+        b, h = bh // H, bh % H
         t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-        pair = tl.arange(0, BLOCK_P)
-        mask = (t < T)[:, None] & (pair < HALF_D)[None, :]
-        x = X + (bh // H) * sxb + (bh % H) * sxh + t[:, None] * sxt + 2 * pair[None, :]
-        x0 = tl.load(x, mask=mask, other=0.0).to(tl.float32)
-        x1 = tl.load(x + 1, mask=mask, other=0.0).to(tl.float32)
-        rot = ROT + (t[:, None] * HALF_D + pair[None, :]) * 2
-        cos = tl.load(rot, mask=mask, other=1.0)
-        sin = tl.load(rot + 1, mask=mask, other=0.0) * SIGN
-        y = Y + (bh * T + t[:, None]) * (2 * HALF_D) + 2 * pair[None, :]
-        tl.store(y, (x0 * cos - x1 * sin).to(Y.dtype.element_ty), mask=mask)
-        tl.store(y + 1, (x0 * sin + x1 * cos).to(Y.dtype.element_ty), mask=mask)
+        d = tl.arange(0, BD)
+        mask = (t < T)[:, None] & (d < D)[None, :]
+        x = tl.load(X + b * sxb + h * sxh + t[:, None] * sxt + d[None, :], mask=mask,
+                    other=0.0)
+        x0, x1 = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, BD // 2, 2)))
+        rot = tl.load(ROT + t[:, None] * D + d[None, :], mask=mask, other=0.0)
+        cos, sin = tl.split(tl.reshape(rot, (BLOCK_T, BD // 2, 2)))
+        sin = sin * SIGN
+        y = tl.reshape(tl.join(x0 * cos - x1 * sin, x0 * sin + x1 * cos), (BLOCK_T, BD))
+        tl.store(Y + b * syb + h * syh + t[:, None] * syt + d[None, :],
+                 y.to(Y.dtype.element_ty), mask=mask)
 
 
 def _rotate(x: Tensor, rotation: Tensor, sign: int) -> Tensor:
+    """``x`` rotated by ``rotation`` (``sign = -1``: by its inverse), in ``x``'s layout:
+    a view of the projections' ``(T, B, H, d)`` output stays one, as with the complex
+    path, so neither the attention nor autograd copies it."""
     if x.stride(-1) != 1:
         x = x.contiguous()
     batch, heads, length, dim = x.shape
-    y = torch.empty(batch, heads, length, dim, dtype=x.dtype, device=x.device)
+    y = torch.empty_like(x)  # x's strides (a permuted dense tensor keeps its layout)
+    if y.stride(-1) != 1:
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     with on_device_of(x):
         _rotate_kernel[(triton.cdiv(length, BLOCK_T), batch * heads)](
-            x, rotation, y, x.stride(0), x.stride(1), x.stride(2), heads, length, SIGN=sign,
-            HALF_D=dim // 2, BLOCK_P=max(16, 1 << (dim // 2 - 1).bit_length()),
-            BLOCK_T=BLOCK_T)
+            x, rotation, y, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+            y.stride(2), heads, length, SIGN=sign, D=dim,
+            BD=max(16, 1 << (dim - 1).bit_length()), BLOCK_T=BLOCK_T)
     return y
 
 

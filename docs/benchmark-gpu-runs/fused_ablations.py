@@ -1,0 +1,150 @@
+"""Where the fused distance kernel's time goes, by ablation: one self-attention call,
+forward + backward, of ``fairseq_posenc/kernels/distance.py`` against copies of it with
+one piece of work removed (their numbers are wrong; only their times mean something):
+
+* ``no_term``: the table is not read (the term is 0 in every tile);
+* ``no_diagonal_sums``: the table's gradient takes each dS tile's column sums instead of
+  its diagonal sums (no ``tl.gather``), still added atomically;
+* ``no_atomics``: the diagonal sums are stored, not added atomically;
+* ``no_padding``: no padding mask (a source change is not needed: ``None``).
+
+With the table's gradient and with a fixed table, beside stock's call (flash attention
+with a ``(B, 1, 1, T)`` padding mask). Then RoPE's rotation per call, of a contiguous
+tensor and of the projection's ``(T, B, H x d)`` view, forward alone and with backward.
+
+    python docs/benchmark-gpu-runs/fused_ablations.py OUT_DIR
+
+writes OUT_DIR/fused-ablations.json. Medians of CUDA-event times over 30 calls.
+"""
+
+import importlib.util
+import json
+import pathlib
+import sys
+import tempfile
+
+import torch
+import torch.nn.functional as F
+
+import fairseq_posenc.kernels.distance as distance
+from fairseq_posenc.encodings.rope import rotate_pairs
+from fairseq_posenc.kernels.rotary import rotate
+
+dev = torch.device("cuda")
+H, D = 8, 64
+records = []
+SOURCE = pathlib.Path(distance.__file__).read_text().replace(
+    "from . import on_device_of", "from fairseq_posenc.kernels import on_device_of")
+ABLATIONS = {
+    "no_term": ("term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0)"
+                ".to(tl.float32)", "term = tl.zeros_like(qk)"),
+    "no_diagonal_sums": ("_diagonal_sums(ds, half, BLOCK)", "tl.sum(ds, 0)"),
+    "no_atomics": ("tl.atomic_add(DTABLE + bh * R + index", "tl.store(DTABLE + bh * R + index"),
+}
+
+
+def emit(**record):
+    records.append(record)
+    print(json.dumps(record), flush=True)
+
+
+def bench(fn, n=30):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[n // 2]
+
+
+def variant(name):
+    """``distance.py`` with one ablation, imported from a file (Triton reads the source)."""
+    old, new = ABLATIONS[name]
+    assert SOURCE.count(old) == 1, name
+    path = pathlib.Path(tempfile.mkdtemp()) / f"distance_{name}.py"
+    path.write_text(SOURCE.replace(old, new))
+    spec = importlib.util.spec_from_file_location(f"distance_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def attention_calls(B, T, dtype):
+    g = torch.Generator(device=dev).manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g).requires_grad_()
+               for _ in range(3))
+    with torch.no_grad():
+        q.mul_(D ** -0.5)
+    do = torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g)
+    start = T - torch.randint(int(0.8 * T), T + 1, (B,), device=dev, generator=g)
+    start[0] = 0
+    pad = torch.arange(T, device=dev)[None] < start[:, None]
+    padmask = torch.zeros(B, 1, 1, T, device=dev, dtype=dtype).masked_fill(
+        pad[:, None, None], float("-inf"))
+    table = (0.1 * torch.randn(H, 2 * T - 1, device=dev, generator=g)).to(dtype)
+    table.requires_grad_()
+    fixed = table.detach()
+    tag = dict(B=B, T=T, dtype=str(dtype)[6:])
+
+    def timed(fn):
+        def run():
+            for t in (q, k, v, table):
+                t.grad = None
+            fn().backward(do)
+        return bench(run)
+
+    emit(case="stock_padmask", **tag, ms=timed(
+        lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=padmask)))
+    kernels = {"base": distance, **{name: variant(name) for name in ABLATIONS}}
+    for name, K in kernels.items():
+        for what, t in (("table_grad", table), ("fixed_table", fixed)):
+            if name in ("no_diagonal_sums", "no_atomics") and what == "fixed_table":
+                continue  # no table gradient: the same code as base
+            try:
+                emit(case=what, variant=name, **tag, ms=timed(
+                    lambda: K.distance_attention(q, k, v, t, -(T - 1), 0, pad)))
+            except Exception as exc:
+                emit(case=what, variant=name, **tag, error=repr(exc)[:300])
+    emit(case="table_grad", variant="no_padding", **tag, ms=timed(
+        lambda: distance.distance_attention(q, k, v, table, -(T - 1), 0, None)))
+
+
+def rope_calls(B, T, dtype):
+    x = torch.randn(T, B, H * D, device=dev, dtype=dtype).requires_grad_()
+    theta = 10000.0 ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float64) / D)
+    angle = torch.arange(T, device=dev, dtype=torch.float64)[:, None] * theta
+    rot = torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
+    dy = torch.randn(B, H, T, D, device=dev, dtype=dtype)
+    contiguous = x.detach().view(T, B, H, D).permute(1, 2, 0, 3).contiguous().requires_grad_()
+    for name, fn in (("complex", rotate_pairs), ("fused", rotate)):
+        for layout in ("view", "contiguous"):
+            def inputs():
+                if layout == "view":
+                    x.grad = None
+                    return x.view(T, B, H, D).permute(1, 2, 0, 3)
+                contiguous.grad = None
+                return contiguous
+            tag = dict(kernel=name, layout=layout, B=B, T=T, dtype=str(dtype)[6:])
+            with torch.no_grad():
+                emit(case="rope_forward", **tag, ms=bench(lambda: fn(inputs(), rot)))
+            emit(case="rope_forward_backward", **tag,
+                 ms=bench(lambda: fn(inputs(), rot).backward(dy)))
+
+
+if __name__ == "__main__":
+    for B, T in ((64, 512), (256, 128)):
+        try:
+            attention_calls(B, T, torch.float16)
+        except Exception as exc:
+            emit(case="attention_calls", B=B, T=T, error=repr(exc)[:400])
+        json.dump(records, open(f"{sys.argv[1]}/fused-ablations.json", "w"), indent=1)
+    for B, T in ((256, 128), (64, 512)):
+        rope_calls(B, T, torch.float16)
+    json.dump(records, open(f"{sys.argv[1]}/fused-ablations.json", "w"), indent=1)
