@@ -217,9 +217,6 @@ class PositionalMultiheadAttention(MultiheadAttention):
         if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance) or (
                 self.distance_kernel == "bias"):
             return False
-        if (self.distance_kernel == "auto" and not term.by_clipped_distance
-                and torch.are_deterministic_algorithms_enabled()):
-            return False  # a table per head has its gradient summed by atomic adds
         if self.dropout_module.p > 0 and (
                 self.training or self.dropout_module.apply_during_inference):
             return False  # the kernel has no attention dropout

@@ -3,16 +3,20 @@ forward + backward, of ``fairseq_posenc/kernels/distance.py`` against copies of 
 one piece of work removed (their numbers are wrong; only their times mean something):
 
 * ``no_term``: the table is not read (the term is 0 in every tile);
-* ``no_diagonal_sums``: the table's gradient takes each dS tile's column sums instead of
-  its diagonal sums (no ``tl.gather``), still added atomically;
-* ``no_atomics``: the diagonal sums are stored, not added atomically;
+* ``no_diagonal_sums``: the table's gradient sums each dS tile's columns (masked as the
+  diagonals would be) instead of its diagonals: no ``tl.gather``;
 * ``no_padding``: no padding mask (a source change is not needed: ``None``).
 
 With the table's gradient and with a fixed table, beside stock's call (flash attention
 with a ``(B, 1, 1, T)`` padding mask). Then RoPE's rotation per call, of a contiguous
 tensor and of the projection's ``(T, B, H x d)`` view, forward alone and with backward.
 
-    python docs/benchmark-gpu-runs/fused_ablations.py OUT_DIR
+    python docs/benchmark-gpu-runs/fused_ablations.py OUT_DIR [BASELINE]
+
+``BASELINE``: another version of ``distance.py`` timed beside this one (``git show
+aafd044:fairseq_posenc/kernels/distance.py``: the table's gradient by atomic adds, with
+which ``fused-ablations.json`` also ran a ``no_atomics`` ablation, storing the diagonal
+sums instead of adding them).
 
 writes OUT_DIR/fused-ablations.json. Medians of CUDA-event times over 30 calls.
 """
@@ -38,9 +42,11 @@ SOURCE = pathlib.Path(distance.__file__).read_text().replace(
 ABLATIONS = {
     "no_term": ("term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0)"
                 ".to(tl.float32)", "term = tl.zeros_like(qk)"),
-    "no_diagonal_sums": ("_diagonal_sums(ds, half, BLOCK)", "tl.sum(ds, 0)"),
-    "no_atomics": ("tl.atomic_add(DTABLE + bh * R + index", "tl.store(DTABLE + bh * R + index"),
+    "no_diagonal_sums": ("skewed = tl.gather(ds, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)",
+                         "skewed = ds"),
 }
+#: The ablations that apply to this version of the kernel.
+SOURCE_ABLATIONS = [name for name, (old, _) in ABLATIONS.items() if old in SOURCE]
 
 
 def emit(**record):
@@ -63,12 +69,16 @@ def bench(fn, n=30):
     return sorted(times)[n // 2]
 
 
-def variant(name):
-    """``distance.py`` with one ablation, imported from a file (Triton reads the source)."""
-    old, new = ABLATIONS[name]
-    assert SOURCE.count(old) == 1, name
+def variant(name, source=None):
+    """``distance.py`` with one ablation (or ``source``, another version of it), imported
+    from a file (Triton reads the source)."""
+    if source is None:
+        old, new = ABLATIONS[name]
+        assert SOURCE.count(old) == 1, name
+        source = SOURCE.replace(old, new)
     path = pathlib.Path(tempfile.mkdtemp()) / f"distance_{name}.py"
-    path.write_text(SOURCE.replace(old, new))
+    path.write_text(source.replace("from . import on_device_of",
+                                   "from fairseq_posenc.kernels import on_device_of"))
     spec = importlib.util.spec_from_file_location(f"distance_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -102,10 +112,13 @@ def attention_calls(B, T, dtype):
 
     emit(case="stock_padmask", **tag, ms=timed(
         lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=padmask)))
-    kernels = {"base": distance, **{name: variant(name) for name in ABLATIONS}}
+    kernels = {"base": distance, **{name: variant(name) for name in ABLATIONS
+                                    if name in SOURCE_ABLATIONS}}
+    if len(sys.argv) > 2:  # another version of distance.py, e.g. git show REV:path > FILE
+        kernels["baseline"] = variant("baseline", pathlib.Path(sys.argv[2]).read_text())
     for name, K in kernels.items():
         for what, t in (("table_grad", table), ("fixed_table", fixed)):
-            if name in ("no_diagonal_sums", "no_atomics") and what == "fixed_table":
+            if name == "no_diagonal_sums" and what == "fixed_table":
                 continue  # no table gradient: the same code as base
             try:
                 emit(case=what, variant=name, **tag, ms=timed(

@@ -6,7 +6,7 @@
 * ``sweep``, ``sweep128``: each kernel's launch (tile shape, warps, pipelining stages),
   one kernel at a time from the defaults, then the best of each together;
 * ``rope``: one rotation of a projection's view, the complex path against the kernel;
-* ``train``, ``train_rope``: training steps of whole models with torch's path or the fused
+* ``train``, ``train_rope``, ``train_distance``: training steps of whole models with torch's path or the fused
   kernel, interleaved with stock's (distance, factor and Shaw's encodings; RoPE);
 * ``translate``: beam-10 translation likewise.
 
@@ -266,6 +266,8 @@ STAGES = {
     "rope": lambda: [rope_calls(), rope_calls(64, 512)],
     "train": lambda: [model_steps(n, torch.float16) for n in (128, 512)],
     "train_rope": lambda: [model_steps(n, torch.float16, names=("rope",)) for n in (128, 512)],
+    "train_distance": lambda: [model_steps(n, torch.float16, names=("t5", "diet_rel", "tupe_r"))
+                               for n in (128, 512)],
     "translate": translate_steps,
 }
 

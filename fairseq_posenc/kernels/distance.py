@@ -19,11 +19,14 @@ without it lacks: ``scaled_dot_product_attention`` with a learned ``(B, H, T, T)
 writes that tensor's gradient and sums it over the batch, 2.7-2.8 ms per call against
 0.69 ms with a padding mask (H100, B=64, T=512, ``docs/benchmark-gpu-runs``). Here each
 ``BLOCK x BLOCK`` tile of ``dS`` is summed along its diagonals where it is made (a
-``tl.gather`` that skews the rows, then a column sum: ``2 BLOCK - 1`` distances) and added
-atomically to a ``(B * H, R)`` float32 buffer, summed over the batch afterwards. Atomic
-float adds make the table's gradient reproducible only up to rounding order. A table per
-row has its gradient summed by clipped distance row by row (:func:`_clipped_sums`: inside
-the clip range one key per distance, a gather; its two ends masked sums), no atomics.
+``tl.gather`` that skews the rows, then a column sum: ``2 BLOCK - 1`` distances). A block
+of queries meets the key tiles in order, and the upper half of one tile's diagonals are
+the lower half of the next one's, so it carries them and stores each distance once into
+its own row of a ``(B * H * query blocks, R)`` float32 buffer, summed afterwards: no
+atomic adds, and the same bits from run to run (atomic adds, in an earlier version, made
+the gradient reproducible only up to rounding order). A table per row has its gradient
+summed by clipped distance row by row (:func:`_clipped_sums`: inside the clip range one
+key per distance, a gather; its two ends masked sums).
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -283,8 +286,9 @@ if triton is not None:
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
-        table's gradient (square tiles): along the tiles' diagonals and atomically for a
-        table per head, by clipped distance per row (``(B, H, TQ, R)``) for one per row."""
+        table's gradient (square tiles): along the tiles' diagonals into this block's row
+        of ``(B * H * query blocks, R)`` for a table per head, by clipped distance per row
+        (``(B, H, TQ, R)``) for one per row."""
         pid_m, rows, bh, b, h = _program(H, BLOCK)
         row_ok = rows < TQ
         d_qk = tl.arange(0, BD_QK)
@@ -299,6 +303,11 @@ if triton is not None:
         dq = tl.zeros([BLOCK, BD_QK], tl.float32)
         d_rows = tl.zeros([BLOCK, BLOCK], tl.float32)  # a per-row table's gradient
         c = tl.arange(0, BLOCK)
+        # A per-head table's gradient: this program's own row of (B * H * query blocks, R),
+        # each distance stored once (``carry``: see below), summed in torch afterwards.
+        d_table_row = DTABLE + (bh * tl.num_programs(0) + pid_m) * R
+        carry = tl.zeros([BLOCK], tl.float32)
+        carry_index = c - (BLOCK - 1) - Q_OFFSET - pid_m * BLOCK - R_LO + BLOCK
         hi = TK
         if CAUSAL:
             hi = tl.minimum(TK, (pid_m + 1) * BLOCK + Q_OFFSET)
@@ -322,14 +331,19 @@ if triton is not None:
             if TABLE_GRAD and PER_ROW:
                 d_rows += _clipped_sums(ds, i_abs, start_n, R_LO, R, BLOCK)
             elif TABLE_GRAD:
-                # Distance of diagonal c: key start_n + c - (BLOCK-1) + a for query row a.
-                first = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO
-                for half in tl.static_range(2):
-                    index = first + half * BLOCK + c
-                    ok = (index >= 0) & (index < R) & (half * BLOCK + c < 2 * BLOCK - 1)
-                    tl.atomic_add(DTABLE + bh * R + index, _diagonal_sums(ds, half, BLOCK),
-                                  mask=ok)
+                # Diagonal c of the tile (key start_n + c - (BLOCK-1) + a for query row a)
+                # is table column first + c. Diagonals BLOCK.. are the next key tile's
+                # diagonals 0.. (distances move by BLOCK per tile): they are carried
+                # and added there, so every column is stored once, without atomics.
+                index = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO + c
+                tl.store(d_table_row + index, _diagonal_sums(ds, 0, BLOCK) + carry,
+                         mask=(index >= 0) & (index < R))
+                carry = _diagonal_sums(ds, 1, BLOCK)  # its last one, 2 BLOCK - 1, is 0
+                carry_index = index + BLOCK
         _store_tile(DQ, bh, TQ, rows, row_ok, d_qk, D_QK, dq)
+        if TABLE_GRAD and not PER_ROW:  # the last key tile's upper diagonals
+            tl.store(d_table_row + carry_index, carry,
+                     mask=(carry_index >= 0) & (carry_index < R))
         if TABLE_GRAD and PER_ROW:
             tl.store(DTABLE + (bh * TQ + rows)[:, None] * R + c[None, :], d_rows,
                      mask=row_ok[:, None] & (c < R)[None, :])
@@ -420,16 +434,18 @@ class _DistanceAttention(torch.autograd.Function):
         dk = torch.empty(batch, heads, k_len, d_qk, dtype=k.dtype, device=k.device)
         dv = torch.empty(batch, heads, k_len, v.size(3), dtype=v.dtype, device=v.device)
         table_grad = ctx.needs_input_grad[3]
-        d_table = torch.zeros((batch * heads * (q_len if shape.per_row else 1),
+        block = BACKWARD_DQ.block_n
+        q_blocks = triton.cdiv(q_len, block)
+        d_table = torch.zeros((batch * heads * (q_len if shape.per_row else q_blocks),
                                shape.r if table_grad else 1),
                               dtype=torch.float32, device=q.device)
         common = (q, k, v, table, pad, d_out, lse, delta, d_hist)
         strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
-        dkdv, block = BACKWARD_DKDV, BACKWARD_DQ.block_n
+        dkdv = BACKWARD_DKDV
         _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
             *common, dk, dv, *strides, *shape.args(), BLOCK_M=_query_block(dkdv, q_len),
             BLOCK_N=dkdv.block_n, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages)
-        _backward_dq_kernel[(triton.cdiv(q_len, block), batch * heads)](
+        _backward_dq_kernel[(q_blocks, batch * heads)](
             *common, dq, d_table, *strides, *shape.args(), TABLE_GRAD=table_grad,
             BLOCK=block, num_warps=BACKWARD_DQ.num_warps,
             num_stages=BACKWARD_DQ.num_stages)
@@ -437,7 +453,7 @@ class _DistanceAttention(torch.autograd.Function):
         if table_grad and shape.per_row:
             grad_table = d_table.view(table.shape).to(table.dtype)
         elif table_grad:
-            grad_table = d_table.view(batch, heads, shape.r).sum(0)
+            grad_table = d_table.view(batch, heads, q_blocks, shape.r).sum((0, 2))
             if table.size(0) == 1:  # one table for every head
                 grad_table = grad_table.sum(0, keepdim=True)
             grad_table = grad_table.to(table.dtype)
