@@ -33,10 +33,8 @@ import torch.nn.functional as F
 import fairseq_posenc.kernels.distance as distance
 from fairseq_posenc.encodings.rope import rotate_pairs
 from fairseq_posenc.kernels.rotary import rotate
+from fused_kernels import D, H, attention_inputs, bench, dev, emit, records  # beside this
 
-dev = torch.device("cuda")
-H, D = 8, 64
-records = []
 SOURCE = pathlib.Path(distance.__file__).read_text().replace(
     "from . import on_device_of", "from fairseq_posenc.kernels import on_device_of")
 ABLATIONS = {
@@ -47,26 +45,6 @@ ABLATIONS = {
 }
 #: The ablations that apply to this version of the kernel.
 SOURCE_ABLATIONS = [name for name, (old, _) in ABLATIONS.items() if old in SOURCE]
-
-
-def emit(**record):
-    records.append(record)
-    print(json.dumps(record), flush=True)
-
-
-def bench(fn, n=30):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(n):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[n // 2]
 
 
 def variant(name, source=None):
@@ -87,20 +65,7 @@ def variant(name, source=None):
 
 
 def attention_calls(B, T, dtype):
-    g = torch.Generator(device=dev).manual_seed(0)
-    q, k, v = (torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g).requires_grad_()
-               for _ in range(3))
-    with torch.no_grad():
-        q.mul_(D ** -0.5)
-    do = torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g)
-    start = T - torch.randint(int(0.8 * T), T + 1, (B,), device=dev, generator=g)
-    start[0] = 0
-    pad = torch.arange(T, device=dev)[None] < start[:, None]
-    padmask = torch.zeros(B, 1, 1, T, device=dev, dtype=dtype).masked_fill(
-        pad[:, None, None], float("-inf"))
-    table = (0.1 * torch.randn(H, 2 * T - 1, device=dev, generator=g)).to(dtype)
-    table.requires_grad_()
-    fixed = table.detach()
+    q, k, v, do, pad, padmask, table, fixed = attention_inputs(B, T, dtype)
     tag = dict(B=B, T=T, dtype=str(dtype)[6:])
 
     def timed(fn):

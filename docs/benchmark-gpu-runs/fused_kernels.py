@@ -57,7 +57,10 @@ def bench(fn, n=30):
     return statistics.median(times)
 
 
-def calls(B, T, dtype, only=None):
+def attention_inputs(B, T, dtype):
+    """Scaled q, k, v (with gradients) and dO; left padding (as fairseq's) as a boolean
+    ``(B, T)`` mask and as stock's float ``(B, 1, 1, T)`` mask; a table ``(H, 2T - 1)``
+    with a gradient, and the same table without one."""
     g = torch.Generator(device=dev).manual_seed(0)
     q, k, v = (torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g).requires_grad_()
                for _ in range(3))
@@ -66,12 +69,16 @@ def calls(B, T, dtype, only=None):
     do = torch.randn(B, H, T, D, device=dev, dtype=dtype, generator=g)
     start = T - torch.randint(int(0.8 * T), T + 1, (B,), device=dev, generator=g)
     start[0] = 0
-    pad = torch.arange(T, device=dev)[None] < start[:, None]  # left padding, as fairseq's
+    pad = torch.arange(T, device=dev)[None] < start[:, None]
     padmask = torch.zeros(B, 1, 1, T, device=dev, dtype=dtype).masked_fill(
         pad[:, None, None], float("-inf"))
     table = (0.1 * torch.randn(H, 2 * T - 1, device=dev, generator=g)).to(dtype)
     table.requires_grad_()
-    fixed = table.detach()
+    return q, k, v, do, pad, padmask, table, table.detach()
+
+
+def calls(B, T, dtype, only=None):
+    q, k, v, do, pad, padmask, table, fixed = attention_inputs(B, T, dtype)
     rel = torch.arange(T, device=dev)[None] - torch.arange(T, device=dev)[:, None] + T - 1
     future = torch.triu(torch.full((T, T), float("-inf"), device=dev, dtype=dtype), 1)
     right = torch.zeros_like(pad)  # targets: right padding, none here

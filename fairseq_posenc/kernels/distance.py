@@ -307,7 +307,7 @@ if triton is not None:
         # each distance stored once (``carry``: see below), summed in torch afterwards.
         d_table_row = DTABLE + (bh * tl.num_programs(0) + pid_m) * R
         carry = tl.zeros([BLOCK], tl.float32)
-        carry_index = c - (BLOCK - 1) - Q_OFFSET - pid_m * BLOCK - R_LO + BLOCK
+        carry_index = c  # where the carry goes: set by each key tile (there is at least one)
         hi = TK
         if CAUSAL:
             hi = tl.minimum(TK, (pid_m + 1) * BLOCK + Q_OFFSET)
@@ -332,7 +332,7 @@ if triton is not None:
                 d_rows += _clipped_sums(ds, i_abs, start_n, R_LO, R, BLOCK)
             elif TABLE_GRAD:
                 # Diagonal c of the tile (key start_n + c - (BLOCK-1) + a for query row a)
-                # is table column first + c. Diagonals BLOCK.. are the next key tile's
+                # is table column index[c]. Diagonals BLOCK.. are the next key tile's
                 # diagonals 0.. (distances move by BLOCK per tile): they are carried
                 # and added there, so every column is stored once, without atomics.
                 index = start_n - (pid_m * BLOCK + Q_OFFSET) - (BLOCK - 1) - R_LO + c
@@ -423,7 +423,7 @@ class _DistanceAttention(torch.autograd.Function):
         k_len = k.size(2)
         d_out = d_out.contiguous()
         delta = torch.empty_like(lse)  # rowsum(dP * P) = rowsum(dO * O) (+ the histogram's)
-        _delta_kernel[(triton.cdiv(q_len, 64), batch * heads)](
+        _delta_kernel[(triton.cdiv(q_len, 64), batch * heads)](  # rows are independent
             out, d_out, delta, q_len, D_V=shape.d_v, BD_V=_block_dim(shape.d_v), BLOCK_M=64)
         d_hist = lse  # not read without a histogram
         if shape.hist:
