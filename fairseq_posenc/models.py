@@ -45,6 +45,7 @@ from .checkpoint import decode_tag, encode_tag
 from .context import PositionContext, PositionScope
 from .encodings import ENCODINGS, get_encoding
 from .encodings.base import LAYER_CHOICES, PositionEncoding
+from .encodings.rope import Rope
 from .segments import (
     SegmentAttention,
     add_segment_args,
@@ -80,6 +81,15 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
         "translation setting, all for the others)",
     )
     group.add_argument(
+        "--pos-kernels",
+        choices=KERNEL_CHOICES,
+        default="auto",
+        help="auto: on CUDA in fp16/bf16, the Triton kernels of fairseq_posenc/kernels "
+        "(distance biases and factors, Shaw's terms, RoPE's rotation), each after a "
+        "once-per-process check against torch's path; torch: torch's paths only (the same "
+        "numbers up to rounding, with B x H x T x T tensors for the distance terms)",
+    )
+    group.add_argument(
         "--keep-input-positions",
         action="store_true",
         help="with an attention-level encoding, also keep fairseq's input position "
@@ -88,6 +98,24 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
     for encoding in ENCODINGS.values():
         encoding.add_args(group)
     add_segment_args(group)
+
+
+#: ``--pos-kernels``: the kernels' choice for each module that has one (see choose_kernels).
+KERNEL_CHOICES = ("auto", "torch")
+
+
+def choose_kernels(model: nn.Module, choice: str) -> None:
+    """``--pos-kernels``: ``"auto"``, each attention's ``distance_kernel`` and each RoPE's
+    ``kernel`` picks the Triton kernel where it applies and was verified; ``"torch"``,
+    the float mask (or the explicit path) and the complex product everywhere."""
+    if choice not in KERNEL_CHOICES:
+        raise ValueError(f"--pos-kernels must be one of {', '.join(KERNEL_CHOICES)}, "
+                         f"got {choice!r}")
+    for module in model.modules():
+        if isinstance(module, PositionalMultiheadAttention):
+            module.distance_kernel = "auto" if choice == "auto" else "bias"
+        elif isinstance(module, Rope):
+            module.kernel = "auto" if choice == "auto" else "complex"
 
 
 def fill_position_defaults(args: argparse.Namespace) -> None:
@@ -362,7 +390,10 @@ class PosencTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         configure_positions(args)
-        return super().build_model(args, task)
+        model = super().build_model(args, task)
+        # checkpoints written before the flag existed: their args lack it
+        choose_kernels(model, getattr(args, "pos_kernels", "auto"))
+        return model
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):

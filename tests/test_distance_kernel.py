@@ -222,6 +222,25 @@ def test_layer_with_the_fused_kernel_equals_the_bias(encoding, flags, causal):
             assert (g_b - g_f).abs().max() < 5e-5 * scale
 
 
+@pytest.mark.parametrize("choice,expected", [("auto", 2), ("torch", 0)])
+def test_pos_kernels_flag(choice, expected, monkeypatch):
+    """``--pos-kernels torch`` keeps every layer on torch's path where ``"auto"`` would
+    fuse (forced here: CUDA in half precision); an unknown choice is refused."""
+    import fairseq_posenc.attention as attention
+    from fairseq_posenc.models import choose_kernels
+    from test_decoding import random_source
+
+    monkeypatch.setattr(attention, "fused_by_default", lambda kernel, x: True)
+    model, d = build_model("t5", ["--pos-kernels", choice])
+    model.to(DEVICE)
+    src, lengths = random_source(d)
+    with torch.no_grad(), counting_calls() as calls:
+        model.encoder(src.to(DEVICE), lengths.to(DEVICE))
+    assert len(calls) == expected  # the tiny model's 2 encoder layers
+    with pytest.raises(ValueError, match="--pos-kernels must be one of auto, torch"):
+        choose_kernels(model, "triton")
+
+
 def test_fused_kernel_is_chosen_only_where_exact():
     """``"auto"`` in float32 (and on CPU), dropout, and terms of other kinds keep the
     bias path (``"auto"`` in half precision on CUDA: ``test_gpu.py``)."""

@@ -115,6 +115,21 @@ def test_auto_rotates_a_decoding_step_on_the_complex_path(monkeypatch):
     assert torch.allclose(step, full[:, :, 6:], atol=1e-6)
 
 
+def test_pos_kernels_torch_keeps_the_complex_rotation(monkeypatch):
+    import fairseq_posenc.encodings.rope as rope_module
+
+    calls = []
+    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x: True)
+    monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(1) or rotate_pairs(*a))
+    for choice, expected in (("torch", 0), ("auto", 4)):  # q and k in 2 encoder layers
+        calls.clear()
+        model, d = build_model("rope", ["--pos-kernels", choice])
+        src, lengths = random_source(d)
+        with torch.no_grad():
+            model.encoder(src, lengths)
+        assert len(calls) == expected, choice
+
+
 def test_self_check_of_the_rotation(monkeypatch):
     self_check = kernel_module("self_check")
     assert self_check.self_check("rotary", torch.device(DEVICE), torch.float16)
