@@ -99,8 +99,7 @@ class Rope(PositionEncoding):
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
         # "auto" keeps a decoding step's one position on the complex path: launches, not
-        # bytes, bound it there (beam-10 translation 1.23 against 1.44x stock's with the
-        # fused rotation, H100, fp16; docs/benchmark-gpu-runs/fused-kernels-2.json).
+        # bytes, bound it there (measured: README, "On a GPU", rope).
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
                                       and fused_by_default("rotary", q)):
             from ..kernels.rotary import rotate
