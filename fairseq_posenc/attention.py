@@ -33,10 +33,12 @@ Two paths:
   the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
   product once per forward for all layers, read at the rows' positions.
   ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
-  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term, or Shaw's terms by clipped distance
+  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term, Shaw's terms by clipped distance
   (``by_clipped_distance``: rows per query, the value term from the probabilities summed
-  by clipped distance), that is the layer's only ``len x len`` term runs, on CUDA in half
-  precision without attention dropout, in the fused kernel of
+  by clipped distance), or a content term by distance (``by_distance_rows``:
+  Transformer-XL's and Huang et al.'s method 4's, as products read by distance, where no
+  clip makes distances share a vector) that is the layer's only ``len x len`` term runs,
+  on CUDA in half precision without attention dropout, in the fused kernel of
   :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
   :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
   ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)``
@@ -76,7 +78,12 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .context import PositionContext, PositionKind, PositionScope
-from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
+from .encodings.base import (
+    DistanceRows,
+    PositionEncoding,
+    low_rank_bias,
+    low_rank_operands,
+)
 from .kernels import fused_by_default
 
 #: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
@@ -214,8 +221,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
                         attn_mask: Optional[Tensor]) -> bool:
         """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` or
         Shaw's, runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
-        if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance) or (
-                self.distance_kernel == "bias"):
+        if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance
+                or term.by_distance_rows) or self.distance_kernel == "bias":
             return False
         if self.dropout_module.p > 0 and (
                 self.training or self.dropout_module.apply_during_inference):
@@ -224,8 +231,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        family = ("clipped" if term.by_clipped_distance else "distance_factor"
-                  if term.kind is PositionKind.DISTANCE_SCALE else "distance")
+        family = ("clipped" if term.by_clipped_distance else "rows" if term.by_distance_rows
+                  else "distance_factor" if term.kind is PositionKind.DISTANCE_SCALE
+                  else "distance")
         if not (self.distance_kernel == "fused" or fused_by_default(family, q)):
             return False
         if term.by_clipped_distance:  # its rows must fit a tile
@@ -237,10 +245,19 @@ class PositionalMultiheadAttention(MultiheadAttention):
     def _fused_distance(self, term: PositionEncoding, q: Tensor, k: Tensor, v: Tensor,
                         tgt_len: int, src_len: int, q_offset: int,
                         key_padding_mask: Optional[Tensor], causal: bool,
-                        ctx: PositionContext) -> Tensor:
+                        ctx: PositionContext, rows: Optional[DistanceRows]) -> Tensor:
         """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``;
-        ``q`` and ``k`` carry any concatenated low-rank dimensions already."""
-        from .kernels.distance import clipped_relative_attention, distance_attention
+        ``q`` and ``k`` carry any concatenated low-rank dimensions already; ``rows``: a
+        term's :meth:`~PositionEncoding.distance_rows`."""
+        from .kernels.distance import (
+            clipped_relative_attention,
+            distance_attention,
+            distance_rows_attention,
+        )
+
+        if rows is not None:  # Transformer-XL, Huang 4: products read by distance
+            return distance_rows_attention(rows.q_content, k, v, rows.query, rows.r_lo,
+                                           q_offset, key_padding_mask, causal, rows.key)
 
         if term.by_clipped_distance:  # Shaw: rows per query, the value term by distance
             key_rows, value_table, r_lo = term.clipped_tables(q)
@@ -306,6 +323,11 @@ class PositionalMultiheadAttention(MultiheadAttention):
                  if t not in concatenated and t.kind in MASK_SIZED | NEEDS_LOGITS]
         fused = (sized[0] if not explicit and len(sized) == 1
                  and self._fuses_distance(sized[0], q, tgt_len, src_len, attn_mask) else None)
+        rows: Optional[DistanceRows] = None
+        if fused is not None and fused.by_distance_rows:
+            rows = fused.distance_rows(q, k, q_offset, ctx)
+            if rows is None:  # a clip shorter than the sentence: the bias path
+                fused = None
         if fused is None and any(t.kind in NEEDS_LOGITS for t in terms):
             explicit, concatenated = True, []
         elif sized and fused is None:
@@ -325,7 +347,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
             if concatenated:  # TUPE-R's low-rank part (never beside Shaw's rows)
                 q, k = concatenate(q, k)
             out = self._fused_distance(fused, q, k, v, tgt_len, src_len, q_offset,
-                                       key_padding_mask, attn_mask is not None, ctx)
+                                       key_padding_mask, attn_mask is not None, ctx, rows)
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 

@@ -145,9 +145,9 @@ def test_a_table_that_misses_distances_is_refused():
         kernels.distance_attention(q, q, q, torch.zeros(3, 7, device=DEVICE), -3)
 
 
-# (encoding, flags, causal): every DISTANCE_BIAS and DISTANCE_SCALE encoding; TUPE-R's
-# low-rank part joins as extra q.k dimensions; the decoder's ALiBi stays the concatenated
-# kernel.
+# (encoding, flags, causal): every DISTANCE_BIAS and DISTANCE_SCALE encoding, Shaw's,
+# Transformer-XL's and Huang 4's terms; TUPE-R's low-rank part joins as extra q.k
+# dimensions; the decoder's ALiBi stays the concatenated kernel.
 LAYER_CASES = [
     ("t5", {}, False), ("t5", {}, True),
     ("diet_rel", {}, False), ("diet_rel", {"diet_rel_sharing": "head"}, True),
@@ -158,6 +158,8 @@ LAYER_CASES = [
     ("huang2", {}, False), ("huang2", {}, True),
     ("shaw", {}, False), ("shaw", {"shaw_clip": 4}, True),
     ("shaw", {"shaw_no_value": True}, False),
+    ("xl", {}, False), ("xl", {"xl_untie_r": True}, True),
+    ("huang4", {}, False), ("huang4", {}, True),
 ]
 
 
@@ -170,7 +172,7 @@ def counting_calls():
     importlib.import_module("fairseq_posenc.kernels.self_check")
 
     calls: list[int] = []
-    names = ("distance_attention", "clipped_relative_attention")
+    names = ("distance_attention", "clipped_relative_attention", "distance_rows_attention")
     originals = {name: getattr(kernels, name) for name in names}
 
     def counted(original):
@@ -250,10 +252,15 @@ def test_fused_kernel_is_chosen_only_where_exact():
             ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 0), ("diet_abs", "fused", 0.0, 0),
             ("shaw", "fused", 0.0, 1), ("shaw", "fused", 0.1, 0), ("shaw", "bias", 0.0, 0),
             ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0), ("huang3", "fused", 0.0, 0),
-            ("xl", "fused", 0.0, 0), ("huang4", "fused", 0.0, 0),
+            ("xl", "fused", 0.0, 1), ("xl", "bias", 0.0, 0), ("huang4", "fused", 0.0, 1),
+            ("huang4", "fused", 0.1, 0),
+            # clips shorter than the 5 tokens: distances share a vector, the bias path
+            (("xl", {"xl_clamp_len": 3}), "fused", 0.0, 0),
+            (("huang4", {"huang4_clip": 2}), "fused", 0.0, 0),
         ]:
             calls.clear()
-            attn = build_attention(encoding, causal=False).float().to(DEVICE)
+            encoding, flags = encoding if isinstance(encoding, tuple) else (encoding, {})
+            attn = build_attention(encoding, causal=False, **flags).float().to(DEVICE)
             attn.distance_kernel = kernel
             attn.dropout_module.p = dropout
             attn.train()
@@ -263,7 +270,7 @@ def test_fused_kernel_is_chosen_only_where_exact():
             assert len(calls) == expected, (encoding, kernel, dropout)
 
 
-@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2", "shaw"])
+@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2", "shaw", "xl", "huang4"])
 def test_models_with_the_fused_kernel(encoding):
     """A whole model (float32): the same outputs as with the bias, and incremental
     decoding (single-query steps take the explicit path) equals the fused full forward;
@@ -285,7 +292,7 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     compile, is refused with a warning."""
     self_check = kernel_module("self_check")
     dtype = torch.float16
-    for family in ("distance", "distance_factor", "clipped"):
+    for family in ("distance", "distance_factor", "clipped", "rows"):
         assert self_check.self_check(family, torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
@@ -347,13 +354,20 @@ def run_shaw(config, dtype, d=16):
             q, k, v, q @ a_key.t(), -clip, q_offset, padding.to(DEVICE), causal, True)
         return out + (by_distance @ a_value.float()).to(out.dtype)
 
+    return outputs_and_grads(
+        fused, [t.to(DEVICE, dtype) for t in x],
+        lambda *a: naive_shaw(*a, -clip, q_offset, padding, causal), x, weights)
+
+
+def outputs_and_grads(fused, fused_inputs, reference, inputs, weights):
+    """``[output, gradient of each input]`` of the kernel and of the reference (float64),
+    for the loss ``sum(output * weights)``, both in float64 on CPU."""
     results = []
-    for fn, inputs in ((fused, [t.to(DEVICE, dtype) for t in x]),
-                       (lambda *a: naive_shaw(*a, -clip, q_offset, padding, causal), x)):
-        inputs = [t.clone().requires_grad_() for t in inputs]
-        out = fn(*inputs)
+    for fn, args in ((fused, fused_inputs), (reference, inputs)):
+        args = [t.clone().requires_grad_() for t in args]
+        out = fn(*args)
         (out.double() * weights.to(out.device)).sum().backward()
-        results.append([out.detach().double().cpu()] + [t.grad.double().cpu() for t in inputs])
+        results.append([out.detach().double().cpu()] + [t.grad.double().cpu() for t in args])
     return results
 
 
@@ -385,3 +399,80 @@ def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
             assert len(calls) == 2, deterministic
     finally:
         torch.use_deterministic_algorithms(saved)
+
+
+def naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal):
+    """Transformer-XL's / Huang et al.'s content terms by distance written out:
+    ``e_ij = q_i.k_j + x_q[i].A_q[:, j - i] + x_k[j].A_k[:, j - i]`` as a ``len x len x d``
+    product per pair; zeros for rows with no key."""
+    q_len, k_len = q.size(2), k.size(2)
+    i = torch.arange(q_len)[:, None] + q_offset
+    j = torch.arange(k_len)[None, :]
+    c = (j - i - r_lo).clamp(0, a_q.size(-1) - 1)  # clamped only where causally masked
+    logits = q @ k.transpose(-1, -2) + torch.einsum("bhid,hdij->bhij", x_q, a_q[:, :, c])
+    if x_k is not None:
+        logits = logits + torch.einsum("bhjd,hdij->bhij", x_k, a_k[:, :, c])
+    blocked = padding[:, None, None, :] | (j > i) if causal else padding[:, None, None, :]
+    p = torch.softmax(logits.masked_fill(blocked, float("-inf")), -1).nan_to_num(0.0)
+    return p @ v
+
+
+# (batch, heads, q_len, k_len, q_offset, causal, key rows, extra distances)
+ROWS_CONFIGS = {
+    "encoder, two tiles, left padding (Huang 4)": (2, 2, 70, 70, 0, False, True, 0),
+    "encoder, one tile, wider rows (XL)": (2, 3, 37, 37, 0, False, False, 3),
+    "decoder, causal, rows with no key (XL)": (2, 2, 70, 70, 0, True, False, 0),
+    "decoder, causal (Huang 4)": (1, 2, 40, 40, 0, True, True, 0),
+    "queries after a cache": (1, 2, 6, 75, 69, True, True, 0),
+}
+
+
+def run_rows(config, dtype, d=16):
+    """:func:`distance_rows_attention` in ``dtype`` and :func:`naive_rows` in float64 on
+    the same rounded inputs: outputs and the gradients of every input."""
+    batch, heads, q_len, k_len, q_offset, causal, with_keys, extra = config
+    g = torch.Generator().manual_seed(0)
+    r_lo = -(q_offset + q_len - 1) - extra
+    r_hi = 0 if causal else k_len - 1 - q_offset
+    rows = r_hi - r_lo + 1 + extra
+    shapes = [(batch, heads, q_len, d), (batch, heads, k_len, d), (batch, heads, k_len, d),
+              (batch, heads, q_len, d), (heads, d, rows)]
+    if with_keys:
+        shapes += [(batch, heads, k_len, d), (heads, d, rows)]
+    x = [torch.randn(*s, generator=g, dtype=torch.float64) / (d ** 0.5 if n != 2 else 1)
+         for n, s in enumerate(shapes)]
+    x = [t.to(dtype).double() for t in x]
+    padding = torch.zeros(batch, k_len, dtype=torch.bool)
+    padding[0, :4] = True  # left padding; with the causal mask, rows 0-3 see no key
+    weights = torch.randn(batch, heads, q_len, d, generator=g, dtype=torch.float64)
+
+    def fused(q, k, v, x_q, a_q, x_k=None, a_k=None):
+        return kernels.distance_rows_attention(
+            q, k, v, (x_q, a_q), r_lo, q_offset, padding.to(DEVICE), causal,
+            None if x_k is None else (x_k, a_k))
+
+    def reference(q, k, v, x_q, a_q, x_k=None, a_k=None):
+        return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal)
+
+    return outputs_and_grads(fused, [t.to(DEVICE, dtype) for t in x], reference, x, weights)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 5e-5), (torch.float16, 2e-2)])
+@pytest.mark.parametrize("name", list(ROWS_CONFIGS))
+def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol):
+    """Rows per query (and per key) read at every distance: outputs and the gradients of
+    q, k, v, x_q, A_q (and x_k, A_k)."""
+    got, ref = run_rows(ROWS_CONFIGS[name], dtype)
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < tol * max(1.0, b.abs().max().item()), n
+
+
+def test_rows_that_miss_distances_are_refused():
+    q = torch.zeros(1, 2, 4, 16, device=DEVICE)
+    a = torch.zeros(2, 16, 6, device=DEVICE)
+    with pytest.raises(ValueError, match=r"cover distances -2..3; this attention needs "
+                       r"-3..3 \(no clipping\)"):
+        kernels.distance_rows_attention(q, q, q, (q, a), -2)
+    with pytest.raises(ValueError, match="the key rows have 5 distances, the query rows 7"):
+        kernels.distance_rows_attention(q, q, q, (q, torch.zeros(2, 16, 7, device=DEVICE)),
+                                        -3, key_rows=(q, torch.zeros(2, 16, 5, device=DEVICE)))

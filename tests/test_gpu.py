@@ -165,10 +165,10 @@ def test_fused_table_gradient_is_reproducible():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi", "huang1",
-                                      "huang2", "shaw"])
+                                      "huang2", "shaw", "xl", "huang4"])
 def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
-    bias or factor or Shaw's terms (the decoder's ALiBi stays the concatenated kernel), and
+    bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi stays the concatenated kernel), and
     a model's outputs match the bias (or explicit) path's to half precision."""
     from test_distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
@@ -235,3 +235,15 @@ def test_fused_shaw_at_a_training_shape(dtype, causal):
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for a, b in zip(got, ref):
         assert (a - b).abs().max() < tol * b.abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_rows_at_a_training_shape(dtype, causal):
+    """The compiled kernel with content terms by distance, query and key rows (Huang 4;
+    8 x 8 heads x 300 tokens, d_h = 64) against the sum written out in float64."""
+    from test_distance_kernel import run_rows
+    got, ref = run_rows((8, 8, 300, 300, 0, causal, True, 0), dtype, d=64)
+    tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < tol * b.abs().max(), n

@@ -17,6 +17,9 @@ way, choosing the fastest exact kernel for it:
 * ``ROTATION`` -- :meth:`PositionEncoding.rotate_qk` (RoPE);
 * ``CONTENT_BIAS`` / ``PROBABILITIES`` -- :meth:`PositionEncoding.logit_bias` from the
   queries or keys, and :meth:`PositionEncoding.value_term` from the probabilities (Shaw);
+  the same terms as tables by clipped distance (Shaw's :meth:`~PositionEncoding.
+  clipped_tables`) or as products read by distance (:meth:`~PositionEncoding.
+  distance_rows`: Transformer-XL, Huang et al.'s method 4) for the fused kernel;
 * ``CONTENT_LOGITS`` -- :meth:`PositionEncoding.content_logits` replacing ``q_i.k_j``
   (Huang et al.'s method 3);
 * ``PROJECTION`` -- :meth:`PositionEncoding.project_sequence` and
@@ -36,6 +39,7 @@ a table computed for a window that grows geometrically.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 import torch
@@ -51,6 +55,19 @@ from ..positions import (
     gather_absolute_pairs,
     relative_positions,
 )
+
+
+@dataclass(frozen=True)
+class DistanceRows:
+    """A ``CONTENT_BIAS`` as products read by distance (:meth:`PositionEncoding.
+    distance_rows`): the logits are ``q_content_i.k_j + x_q[i].A_q[:, j - i - r_lo] +
+    x_k[j].A_k[:, j - i - r_lo]``, ``x`` ``(B, H, len, d)``, ``A`` ``(H, d, R)`` covering
+    every distance of the attention (no clipping); ``key`` None: no key-side term."""
+
+    q_content: Tensor
+    query: tuple[Tensor, Tensor]
+    key: Optional[tuple[Tensor, Tensor]]
+    r_lo: int
 
 
 class PositionEncoding(nn.Module):
@@ -142,6 +159,17 @@ class PositionEncoding(nn.Module):
     by_clipped_distance: bool = False
     #: ``by_clipped_distance``: the number ``R`` of clipped distances.
     clipped_rows: int = 0
+
+    #: A ``CONTENT_BIAS`` of the query or key against a vector per distance (Transformer-XL,
+    #: Huang et al.'s method 4) that :meth:`distance_rows` gives as products, which the
+    #: fused distance kernel reads by distance without a ``len x len`` tensor.
+    by_distance_rows: bool = False
+
+    def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
+                      ctx: PositionContext) -> Optional[DistanceRows]:
+        """``by_distance_rows``: the term as :class:`DistanceRows` (``q`` scaled), or None
+        where a clip makes distances share a vector (then :meth:`logit_bias`)."""
+        raise NotImplementedError
 
     def clipped_tables(self, q: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
         """``by_clipped_distance``: ``key_rows`` ``(B, H, q_len, R)`` from the scaled queries,

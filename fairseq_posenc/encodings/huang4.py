@@ -5,18 +5,24 @@ method 4, eq. 16).
 ``d_h`` per head, layer and distance: ``(2n - 1) x d_h`` per head and layer (causal decoder:
 ``n``), ``--huang4-clip K`` optionally clipping ``j - i`` to ``[-K, K]``. Like Shaw's key term,
 both products are ``len x (2n-1)`` matrices gathered by distance: no ``len x len x d_h``
-tensor, and only the ``2 len - 1`` distances in use take part. Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
+tensor, and only the ``2 len - 1`` distances in use take part; where the fused distance
+kernel runs (CUDA, half precision, no clip shorter than the sentence) it reads both
+products by distance itself (:meth:`distance_rows`), with no ``len x len`` tensor either.
+Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Optional
+
 import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind
 from ..positions import distance_range
 from .base import (
+    DistanceRows,
     PositionEncoding,
     clipped_distance_index,
     init_scalar_table,
@@ -31,9 +37,11 @@ class Huang4(PositionEncoding):
     name = "huang4"
     flags = (clip_option("huang4"),)
     kind = PositionKind.CONTENT_BIAS
+    by_distance_rows = True
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
         super().__init__()
+        self.causal = causal
         self.r_lo, self.r_hi = -clip, (0 if causal else clip)
         self.rel_emb = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1, head_dim))
         init_scalar_table(self.rel_emb)
@@ -42,14 +50,29 @@ class Huang4(PositionEncoding):
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang4":
         return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
 
+    def _table(self, q: Tensor, lo: int, hi: int) -> Tensor:
+        """The vectors of distances ``lo..hi`` as ``(H, d_h, R)``."""
+        return self.rel_emb[:, lo - self.r_lo:hi - self.r_lo + 1].to(q.dtype).transpose(-1, -2)
+
+    def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
+                      ctx: PositionContext) -> Optional[DistanceRows]:
+        """``q_i.a_{j-i} + (k_j / sqrt(d_h)).a_{j-i}``; None where the clip is shorter
+        than the sentence."""
+        r_min, r_max = distance_range(q.size(-2), k.size(-2), q_offset)
+        if self.causal:  # later keys are masked
+            r_max = min(r_max, 0)
+        if r_min < self.r_lo or r_max > self.r_hi:
+            return None
+        table = self._table(q, r_min, r_max)
+        return DistanceRows(q, (q, table), (k / math.sqrt(k.size(-1)), table), r_min)
+
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
         # Only the distances this attention has: the table may hold 2n-1 >> 2 len rows.
         r_min, r_max = distance_range(q_len, k_len, q_offset)
         lo, hi = max(self.r_lo, r_min), min(self.r_hi, r_max)
         idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, ctx, q.device)
-        rows = self.rel_emb[:, lo - self.r_lo:hi - self.r_lo + 1]
-        table = rows.to(q.dtype).transpose(-1, -2)  # H, d_h, R
+        table = self._table(q, lo, hi)  # H, d_h, R
         q_term = torch.matmul(q, table)  # B, H, q_len, R  (q is already scaled)
         k_term = torch.matmul(k, table) / math.sqrt(k.size(-1))  # B, H, k_len, R
         shape = (*q.shape[:-2], q_len, k_len)

@@ -25,7 +25,10 @@ Acts through ``logit_bias`` (``q`` arrives scaled by ``1/sqrt(d_h)``, so the pos
 the query): a ``len x distances`` product gathered by distance, never ``len x len x d_h``;
 ``u.k_j / sqrt(d_h)`` is one scalar per key, broadcast over queries. ``W_R R`` is
 content-free: computed once per layer and forward over the distances in use and, while
-decoding, over a window grown with ``ctx.ahead`` so that each step slices it.
+decoding, over a window grown with ``ctx.ahead`` so that each step slices it. Where the
+fused distance kernel runs (CUDA, half precision, no clip shorter than the sentence), the
+same sum is :meth:`distance_rows`: ``(q_i + u).k_j + (q_i + v).(W_R R)[j - i]``, the
+``len x distances`` product read by distance inside the kernel, no ``len x len`` tensor.
 
 Deviations: no segment-level recurrence / memory (a sentence-level translation model has
 no previous segment to cache); no dropout on ``R`` (the authors drop the sinusoid with the
@@ -48,6 +51,7 @@ from torch import Tensor, nn
 from ..context import PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
+    DistanceRows,
     PositionEncoding,
     clipped_distance_index,
     init_scalar_table,
@@ -82,6 +86,7 @@ class XLQueryBiases(nn.Module):
 class TransformerXL(PositionEncoding):
     name = "xl"
     kind = PositionKind.CONTENT_BIAS
+    by_distance_rows = True
     flags = (
         Flag("--xl-untie-r", "xl: one pair of query biases u, v per layer (XLNet's untie_r; "
              "default: one pair per stack, as Transformer-XL)"),
@@ -115,11 +120,15 @@ class TransformerXL(PositionEncoding):
         return [cls.build(args, biases=shared, **kwargs) if used_here else None
                 for used_here in used]
 
-    def _distances(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
-        """Range of ``r = j - i`` whose table rows this attention reads (clipped)."""
+    def _unmasked(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
+        """Range of ``r = j - i`` this attention has, less the causally masked ones."""
         r_lo, r_hi = distance_range(q_len, k_len, q_offset)
-        if self.causal:  # later keys are masked: they read row r = 0
-            r_hi = min(r_hi, 0)
+        return r_lo, (min(r_hi, 0) if self.causal else r_hi)
+
+    def _distances(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
+        """Range of ``r = j - i`` whose table rows this attention reads (clipped; later
+        keys of a causal attention read row ``r = 0``, masked)."""
+        r_lo, r_hi = self._unmasked(q_len, k_len, q_offset)
         if self.clamp is not None:
             r_lo, r_hi = max(r_lo, -self.clamp), min(r_hi, self.clamp)
         return r_lo, r_hi
@@ -137,12 +146,30 @@ class TransformerXL(PositionEncoding):
 
         return ctx.window(self, "projected", r_lo, r_hi, compute)
 
+    def _table_and_biases(self, q: Tensor, r_lo: int, r_hi: int,
+                          ctx: PositionContext) -> tuple[Tensor, Tensor, Tensor]:
+        """``W_R R`` as ``(H, d_h, R)`` and ``u``, ``v`` as ``(H, 1, d_h)``, scaled."""
+        table = self._projected(r_lo, r_hi, ctx).rows(r_lo, r_hi).to(q.dtype)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
+        return table, u, v
+
+    def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
+                      ctx: PositionContext) -> Optional[DistanceRows]:
+        """``(q_i + u).k_j + (q_i + v).(W_R R)[j - i]``: the content bias ``u.k_j`` joins
+        the queries of ``q.k``; no clip (``--xl-clamp-len`` shorter than the sentence:
+        None)."""
+        q_len, k_len = q.size(-2), k.size(-2)
+        r_lo, r_hi = self._distances(q_len, k_len, q_offset)
+        if (r_lo, r_hi) != self._unmasked(q_len, k_len, q_offset):
+            return None
+        table, u, v = self._table_and_biases(q, r_lo, r_hi, ctx)
+        return DistanceRows(q + u, (q + v, table), None, r_lo)
+
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
         r_lo, r_hi = self._distances(q_len, k_len, q_offset)
-        table = self._projected(r_lo, r_hi, ctx).rows(r_lo, r_hi).to(q.dtype)  # H, d_h, R
-        scale = 1.0 / math.sqrt(self.head_dim)
-        u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
+        table, u, v = self._table_and_biases(q, r_lo, r_hi, ctx)  # H, d_h, R
         per_distance = torch.matmul(q + v, table)  # B, H, q_len, distances
         idx = clipped_distance_index(q_len, k_len, q_offset, r_lo, r_hi, ctx, q.device)
         position = per_distance.gather(-1, idx.expand(*q.shape[:-1], k_len))

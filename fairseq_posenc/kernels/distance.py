@@ -6,7 +6,9 @@ encoder's ALiBi), or ``softmax((q k^T) * b[h, j - (q_offset + i)] + mask) v`` wi
 factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2), or with
 ``b`` a table per query row read by clipped distance and the probabilities also summed by
 clipped distance (:func:`clipped_relative_attention`: Shaw et al.'s key and value terms),
-as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
+or with tables per query row and per key column that are products of the content and a
+vector per distance, every distance its own column (:func:`distance_rows_attention`:
+Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s method 4), as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
 queries and keys in on-chip memory, an online softmax, and the backward recomputing the
 probabilities from the log-sum-exp of each row. The bias is read from the table inside
 the tile (``H x R`` numbers, cached), so no ``len x len`` tensor is written in either
@@ -26,7 +28,12 @@ its own row of a ``(B * H * query blocks, R)`` float32 buffer, summed afterwards
 atomic adds, and the same bits from run to run (atomic adds, in an earlier version, made
 the gradient reproducible only up to rounding order). A table per row has its gradient
 summed by clipped distance row by row (:func:`_clipped_sums`: inside the clip range one
-key per distance, a gather; its two ends masked sums).
+key per distance, a gather; its two ends masked sums). Tables per row that cover every
+distance have one pair per entry: the gradient is ``dS`` itself, stored where the pair
+read it (a ``B x H x len x R`` tensor, like the tables, which are made from their ``d``-wide
+factors in the forward and again in the backward, never kept); on an H100 that took a
+Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
+``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``).
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -96,17 +103,28 @@ if triton is not None:
                  x.to(ptr.dtype.element_ty), mask=index_ok[:, None] & (dims[None, :] < D))
 
     @triton.jit
-    def _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
+    def _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
                 HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-                IEEE: tl.constexpr):
+                FULL: tl.constexpr, KEY_ROWS: tl.constexpr, IEEE: tl.constexpr):
         """For one tile: the logits ``(q k^T + b[j - i]) * log2(e)`` (or ``(q k^T) *
         b[j - i] * log2(e)``), -inf where masked; ``q k^T``; ``b[j - i]``; and the table
         column of each pair, ``clip(j - i, R_LO, R_LO + R - 1) - R_LO``. ``table_row``:
-        the table's start, or each query row's (a per-row table)."""
+        the table's start, or each query row's (a per-row table). ``FULL``: per-row tables
+        that cover every distance, read unclipped, and with ``KEY_ROWS`` one per key
+        column too (``key_row``, :func:`_key_rows_start`)."""
         r = cols[None, :] - i_abs[:, None]
-        index = tl.minimum(tl.maximum(r - R_LO, 0), R - 1)
         qk = _dot(q, kt, IEEE)
-        term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0).to(tl.float32)
+        if FULL:
+            index = r - R_LO
+            read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
+            term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
+                           mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
+            if KEY_ROWS:
+                term += tl.load(key_row + i_abs[:, None], mask=col_ok[None, :] & read,
+                                other=0.0).to(tl.float32)
+        else:
+            index = tl.minimum(tl.maximum(r - R_LO, 0), R - 1)
+            term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0).to(tl.float32)
         if FACTOR:
             s = qk * term
         else:
@@ -120,12 +138,35 @@ if triton is not None:
         return tl.where(valid, s * _LOG2E, float("-inf")), qk, term, index
 
     @triton.jit
-    def _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW: tl.constexpr):
-        """Where the table of each query row starts: one per head, or one per row."""
+    def _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
+                     PER_ROW: tl.constexpr):
+        """Where the table of each query row starts: one per head, or one per row (at
+        ``b * s_row_b + h * s_row_h + row * s_row_t``, distances contiguous)."""
         if PER_ROW:
-            start = TABLE + (bh * TQ + rows)[:, None] * R
+            start = TABLE + b * s_row_b + h * s_row_h + rows[:, None] * s_row_t
         else:
             start = TABLE + h * s_table_h
+        return start
+
+    @triton.jit
+    def _full_row(table_row, i_abs, cols, R_LO):
+        """Pair ``(i, j)``'s entry ``j - i - R_LO`` of its query row's table, written so
+        that Triton sees the addresses run along the keys (a clamp would hide it, and
+        uncoalesced stores made the dQ kernel 4x slower on an H100)."""
+        return (table_row - R_LO - i_abs[:, None]) + cols[None, :]
+
+    @triton.jit
+    def _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
+                        KEY_ROWS: tl.constexpr):
+        """With ``KEY_ROWS``: each key column's table (laid out as the query rows', with
+        ``s_key_h`` per head) stored with its distances reversed, at column ``R - 1 -
+        (j - i - R_LO)``, less ``i`` (added by the reader), so that addresses run along
+        the queries of a tile column."""
+        if KEY_ROWS:
+            start = (KEY_TABLE + b * s_row_b + h * s_key_h + cols[None, :] * s_row_t
+                     + (R - 1 + R_LO) - cols[None, :])
+        else:
+            start = KEY_TABLE
         return start
 
     @triton.jit
@@ -146,12 +187,13 @@ if triton is not None:
 
     @triton.jit
     def _forward_kernel(
-        Q, K, V, TABLE, PAD, O, LSE, HIST_OUT,
+        Q, K, V, TABLE, KEY_TABLE, PAD, O, LSE, HIST_OUT,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
-        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
+        HIST: tl.constexpr, IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of queries: ``O``, the log-sum-exp of each row, and with ``HIST`` the
@@ -162,7 +204,8 @@ if triton is not None:
         d_v = tl.arange(0, BD_V)
         q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
         i_abs = rows + Q_OFFSET
-        table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
+        table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
+                                 PER_ROW)
         pad_row = PAD + b * TK
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -175,8 +218,11 @@ if triton is not None:
             cols = start_n + tl.arange(0, BLOCK_N)
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
-            s, _, _, _ = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok, pad_row,
-                                 R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
+            key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
+                                      KEY_ROWS)
+            s, _, _, _ = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok,
+                                 pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, FULL, KEY_ROWS,
+                                 IEEE)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])
@@ -213,12 +259,13 @@ if triton is not None:
 
     @triton.jit
     def _backward_dkdv_kernel(
-        Q, K, V, TABLE, PAD, DO, LSE, DELTA, D_HIST, DK, DV,
+        Q, K, V, TABLE, KEY_TABLE, PAD, DO, LSE, DELTA, D_HIST, DK, DV,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
-        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
+        HIST: tl.constexpr, IEEE: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
@@ -229,6 +276,8 @@ if triton is not None:
         kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
         vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
         pad_row = PAD + b * TK
+        key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
+                                      KEY_ROWS)
         dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
         dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
         lo = 0
@@ -241,10 +290,11 @@ if triton is not None:
             do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
             lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
             delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
-            table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
-            s, _, term, index = _scores(q, kt, table_row, rows + Q_OFFSET, row_ok, cols,
-                                        col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR,
-                                        IEEE)
+            table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
+                                 PER_ROW)
+            s, _, term, index = _scores(q, kt, table_row, key_row, rows + Q_OFFSET, row_ok,
+                                        cols, col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL,
+                                        FACTOR, FULL, KEY_ROWS, IEEE)
             p = tl.exp2(s - lse[:, None])
             dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
             dp = _dot(do, vt, IEEE)
@@ -277,18 +327,21 @@ if triton is not None:
 
     @triton.jit
     def _backward_dq_kernel(
-        Q, K, V, TABLE, PAD, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
+        Q, K, V, TABLE, KEY_TABLE, PAD, DO, LSE, DELTA, D_HIST, DQ, DTABLE, D_KEY_TABLE,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
-        s_table_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-        PER_ROW: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
+        HIST: tl.constexpr, IEEE: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
         table's gradient (square tiles): along the tiles' diagonals into this block's row
         of ``(B * H * query blocks, R)`` for a table per head, by clipped distance per row
-        (``(B, H, TQ, R)``) for one per row."""
+        (``(B, H, TQ, R)``) for one per row. A table per row (and per key column) that
+        covers every distance (``FULL``) has one pair per entry: ``dS`` itself, stored
+        where the pair read it."""
         pid_m, rows, bh, b, h = _program(H, BLOCK)
         row_ok = rows < TQ
         d_qk = tl.arange(0, BD_QK)
@@ -298,7 +351,8 @@ if triton is not None:
         lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
         i_abs = rows + Q_OFFSET
-        table_row = _table_start(TABLE, bh, h, s_table_h, TQ, rows, R, PER_ROW)
+        table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
+                                 PER_ROW)
         pad_row = PAD + b * TK
         dq = tl.zeros([BLOCK, BD_QK], tl.float32)
         d_rows = tl.zeros([BLOCK, BLOCK], tl.float32)  # a per-row table's gradient
@@ -316,8 +370,11 @@ if triton is not None:
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
-            s, qk, term, index = _scores(q, kt, table_row, i_abs, row_ok, cols, col_ok,
-                                         pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, IEEE)
+            key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
+                                      KEY_ROWS)
+            s, qk, term, index = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols,
+                                         col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR,
+                                         FULL, KEY_ROWS, IEEE)
             p = tl.exp2(s - lse[:, None])
             dp = _dot(do, vt, IEEE)
             if HIST:
@@ -328,7 +385,18 @@ if triton is not None:
                 ds = ds * qk  # of the factor
             else:
                 dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
-            if TABLE_GRAD and PER_ROW:
+            if TABLE_GRAD and FULL:  # index = j - i - R_LO, unclipped
+                read = (index >= 0) & (index < R) & row_ok[:, None] & col_ok[None, :]
+                d_row = _table_start(DTABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
+                                     PER_ROW)  # laid out as the table
+                tl.store(_full_row(d_row, i_abs, cols, R_LO), ds.to(DTABLE.dtype.element_ty),
+                         mask=read)
+                if KEY_ROWS:
+                    d_key_row = _key_rows_start(D_KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t,
+                                                cols, R_LO, R, KEY_ROWS)
+                    tl.store(d_key_row + i_abs[:, None], ds.to(D_KEY_TABLE.dtype.element_ty),
+                             mask=read)
+            elif TABLE_GRAD and PER_ROW:
                 d_rows += _clipped_sums(ds, i_abs, start_n, R_LO, R, BLOCK)
             elif TABLE_GRAD:
                 # Diagonal c of the tile (key start_n + c - (BLOCK-1) + a for query row a)
@@ -344,7 +412,7 @@ if triton is not None:
         if TABLE_GRAD and not PER_ROW:  # the last key tile's upper diagonals
             tl.store(d_table_row + carry_index, carry,
                      mask=(carry_index >= 0) & (carry_index < R))
-        if TABLE_GRAD and PER_ROW:
+        if TABLE_GRAD and PER_ROW and not FULL:
             tl.store(DTABLE + (bh * TQ + rows)[:, None] * R + c[None, :], d_rows,
                      mask=row_ok[:, None] & (c < R)[None, :])
 
@@ -383,81 +451,164 @@ def _query_block(tiles: Tiles, q_len: int) -> int:
     return min(tiles.block_m, max(16, 1 << (q_len - 1).bit_length()))
 
 
+def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
+             pad: Tensor, shape: "_Shape") -> tuple[Tensor, Tensor, Tensor]:
+    """The forward kernel's launch: the output, the rows' log-sum-exp and, with a
+    histogram, the probabilities summed by clipped distance (else ``lse`` again)."""
+    batch, heads, q_len, _ = q.shape
+    out = q.new_empty(batch, heads, q_len, shape.d_v)
+    lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
+    by_distance = (torch.empty(batch, heads, q_len, shape.r, dtype=torch.float32,
+                               device=q.device) if shape.hist else lse)
+    block_m = _query_block(FORWARD, q_len)
+    with on_device_of(q):
+        _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
+            q, k, v, table, table if key_table is None else key_table, pad, out, lse,
+            by_distance, *_strides(q), *_strides(k), *_strides(v), *shape.args(),
+            BLOCK_M=block_m, BLOCK_N=FORWARD.block_n, num_warps=FORWARD.num_warps,
+            num_stages=FORWARD.num_stages)
+    return out, lse, by_distance
+
+
+def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
+              pad: Tensor, out: Tensor, lse: Tensor, by_distance: Tensor, d_out: Tensor,
+              d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool
+              ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
+    """The backward kernels' launches: the gradients of ``q``, ``k``, ``v``, the table
+    (with ``table_grad``) and the key columns' table (where there is one)."""
+    batch, heads, q_len, d_qk = q.shape
+    k_len = k.size(2)
+    d_out = d_out.contiguous()
+    delta = torch.empty_like(lse)  # rowsum(dP * P) = rowsum(dO * O) (+ the histogram's)
+    _delta_kernel[(triton.cdiv(q_len, 64), batch * heads)](  # rows are independent
+        out, d_out, delta, q_len, D_V=shape.d_v, BD_V=_block_dim(shape.d_v), BLOCK_M=64)
+    d_hist = lse  # not read without a histogram
+    if shape.hist:
+        d_hist = (torch.zeros_like(by_distance) if d_by_distance is None
+                  else d_by_distance.float().contiguous())
+        delta += (by_distance * d_hist).sum(-1)
+    dq = torch.empty(batch, heads, q_len, d_qk, dtype=q.dtype, device=q.device)
+    dk = torch.empty(batch, heads, k_len, d_qk, dtype=k.dtype, device=k.device)
+    dv = torch.empty(batch, heads, k_len, v.size(3), dtype=v.dtype, device=v.device)
+    block = BACKWARD_DQ.block_n
+    q_blocks = triton.cdiv(q_len, block)
+    d_key_table = None
+    if shape.full:  # dS itself where a pair read the rows, zeros elsewhere; same layout
+        d_table = torch.zeros_like(table) if table_grad else lse
+        if key_table is not None and table_grad:
+            d_key_table = torch.zeros_like(key_table)
+    else:
+        d_table = torch.zeros((batch * heads * (q_len if shape.per_row else q_blocks),
+                               shape.r if table_grad else 1),
+                              dtype=torch.float32, device=q.device)
+    key_table = table if key_table is None else key_table
+    common = (q, k, v, table, key_table, pad, d_out, lse, delta, d_hist)
+    strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
+    dkdv = BACKWARD_DKDV
+    _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
+        *common, dk, dv, *strides, *shape.args(), BLOCK_M=_query_block(dkdv, q_len),
+        BLOCK_N=dkdv.block_n, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages)
+    _backward_dq_kernel[(q_blocks, batch * heads)](
+        *common, dq, d_table, d_table if d_key_table is None else d_key_table,
+        *strides, *shape.args(), TABLE_GRAD=table_grad, BLOCK=block,
+        num_warps=BACKWARD_DQ.num_warps, num_stages=BACKWARD_DQ.num_stages)
+    grad_table = None
+    if table_grad and shape.full:
+        grad_table = d_table
+    elif table_grad and shape.per_row:
+        grad_table = d_table.view(table.shape).to(table.dtype)
+    elif table_grad:
+        grad_table = d_table.view(batch, heads, q_blocks, shape.r).sum((0, 2))
+        if table.size(0) == 1:  # one table for every head
+            grad_table = grad_table.sum(0, keepdim=True)
+        grad_table = grad_table.to(table.dtype)
+    return dq, dk, dv, grad_table, d_key_table
+
+
+def _padding_mask(key_padding_mask: Optional[Tensor], device: torch.device) -> Tensor:
+    return (key_padding_mask.to(torch.int8).contiguous() if key_padding_mask is not None
+            else torch.zeros(1, dtype=torch.int8, device=device))
+
+
 class _DistanceAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
                 q_offset: int, key_padding_mask: Optional[Tensor], causal: bool,
                 factor: bool, hist: bool):
-        batch, heads, q_len, d_qk = q.shape
-        k_len, d_v = k.size(2), v.size(3)
-        pad = (key_padding_mask.to(torch.int8).contiguous() if key_padding_mask is not None
-               else torch.zeros(1, dtype=torch.int8, device=q.device))
+        pad = _padding_mask(key_padding_mask, q.device)
         table = table.contiguous()
-        out = q.new_empty(batch, heads, q_len, d_v)
-        lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
-        shape = _Shape(heads, q_len, k_len, q_offset, r_lo, table, d_qk, d_v,
-                       key_padding_mask is not None, causal, factor, hist,
-                       q.dtype == torch.float32)
-        by_distance = (torch.empty(batch, heads, q_len, shape.r, dtype=torch.float32,
-                                   device=q.device) if hist else lse)
-        block_m = _query_block(FORWARD, q_len)
-        with on_device_of(q):
-            _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-                q, k, v, table, pad, out, lse, by_distance, *_strides(q), *_strides(k),
-                *_strides(v), *shape.args(), BLOCK_M=block_m, BLOCK_N=FORWARD.block_n,
-                num_warps=FORWARD.num_warps, num_stages=FORWARD.num_stages)
+        shape = _Shape.of(q, k, v, q_offset, r_lo, table, key_padding_mask is not None,
+                          causal, factor=factor, hist=hist)
+        out, lse, by_distance = _forward(q, k, v, table, None, pad, shape)
         ctx.save_for_backward(q, k, v, table, pad, out, lse, by_distance)
         ctx.shape = shape
         return (out, by_distance) if hist else out
 
     @staticmethod
     def backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor] = None):
+        q, k, v, table, pad, out, lse, by_distance = ctx.saved_tensors
         with on_device_of(d_out):
-            return _DistanceAttention._backward(ctx, d_out, d_by_distance)
+            dq, dk, dv, grad_table, _ = _backward(
+                q, k, v, table, None, pad, out, lse, by_distance, d_out, d_by_distance,
+                ctx.shape, ctx.needs_input_grad[3])
+        return dq, dk, dv, grad_table, None, None, None, None, None, None
+
+
+def _rows(x: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
+    """``x`` ``(B, H, len, d)`` as ``(H, len * B, d)`` (a view of fairseq's ``(len, B, H *
+    d)`` projections) and its products with ``a`` ``(H, d, R)``: one batched product per
+    head, no copy of ``x`` or of ``a`` per sentence, laid out ``(H, len, B, R)`` and
+    returned as its ``(B, H, len, R)`` view."""
+    batch, heads, length, d = x.shape
+    x_heads = x.permute(1, 2, 0, 3).reshape(heads, length * batch, d)
+    rows = torch.bmm(x_heads, a).view(heads, length, batch, -1).permute(2, 0, 1, 3)
+    return x_heads, rows
+
+
+class _RowsAttention(torch.autograd.Function):
+    """Tables per query row and per key column that are products, ``x_q A_q`` and
+    ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``): made in the forward for the kernel and
+    again in the backward, never kept (``B x H x len x R`` each, twice a ``len x len``
+    tensor); their gradients ``dS`` (stored in place) go to ``x`` and ``A`` by one
+    product each per head, the batch folded into the rows."""
 
     @staticmethod
-    def _backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor]):
-        q, k, v, table, pad, out, lse, by_distance = ctx.saved_tensors
-        shape: _Shape = ctx.shape
-        batch, heads, q_len, d_qk = q.shape
-        k_len = k.size(2)
-        d_out = d_out.contiguous()
-        delta = torch.empty_like(lse)  # rowsum(dP * P) = rowsum(dO * O) (+ the histogram's)
-        _delta_kernel[(triton.cdiv(q_len, 64), batch * heads)](  # rows are independent
-            out, d_out, delta, q_len, D_V=shape.d_v, BD_V=_block_dim(shape.d_v), BLOCK_M=64)
-        d_hist = lse  # not read without a histogram
-        if shape.hist:
-            d_hist = (torch.zeros_like(by_distance) if d_by_distance is None
-                      else d_by_distance.float().contiguous())
-            delta += (by_distance * d_hist).sum(-1)
-        dq = torch.empty(batch, heads, q_len, d_qk, dtype=q.dtype, device=q.device)
-        dk = torch.empty(batch, heads, k_len, d_qk, dtype=k.dtype, device=k.device)
-        dv = torch.empty(batch, heads, k_len, v.size(3), dtype=v.dtype, device=v.device)
-        table_grad = ctx.needs_input_grad[3]
-        block = BACKWARD_DQ.block_n
-        q_blocks = triton.cdiv(q_len, block)
-        d_table = torch.zeros((batch * heads * (q_len if shape.per_row else q_blocks),
-                               shape.r if table_grad else 1),
-                              dtype=torch.float32, device=q.device)
-        common = (q, k, v, table, pad, d_out, lse, delta, d_hist)
-        strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
-        dkdv = BACKWARD_DKDV
-        _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
-            *common, dk, dv, *strides, *shape.args(), BLOCK_M=_query_block(dkdv, q_len),
-            BLOCK_N=dkdv.block_n, num_warps=dkdv.num_warps, num_stages=dkdv.num_stages)
-        _backward_dq_kernel[(q_blocks, batch * heads)](
-            *common, dq, d_table, *strides, *shape.args(), TABLE_GRAD=table_grad,
-            BLOCK=block, num_warps=BACKWARD_DQ.num_warps,
-            num_stages=BACKWARD_DQ.num_stages)
-        grad_table = None
-        if table_grad and shape.per_row:
-            grad_table = d_table.view(table.shape).to(table.dtype)
-        elif table_grad:
-            grad_table = d_table.view(batch, heads, q_blocks, shape.r).sum((0, 2))
-            if table.size(0) == 1:  # one table for every head
-                grad_table = grad_table.sum(0, keepdim=True)
-            grad_table = grad_table.to(table.dtype)
-        return dq, dk, dv, grad_table, None, None, None, None, None, None
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
+                x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
+                key_padding_mask: Optional[Tensor], causal: bool):
+        pad = _padding_mask(key_padding_mask, q.device)
+        rows_q = _rows(x_q, a_q)[1]
+        rows_k = None if x_k is None else _rows(x_k, a_k)[1]
+        shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
+                          causal, key_rows=rows_k is not None, full=True)
+        out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, shape)
+        ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, out, lse)
+        ctx.shape = shape
+        return out
+
+    @staticmethod
+    def backward(ctx, d_out: Tensor):
+        q, k, v, x_q, a_q, x_k, a_k, pad, out, lse = ctx.saved_tensors
+        x_q_heads, rows_q = _rows(x_q, a_q)
+        x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
+        with on_device_of(d_out):
+            dq, dk, dv, d_rows_q, d_rows_k = _backward(
+                q, k, v, rows_q, rows_k, pad, out, lse, lse, d_out, None, ctx.shape, True)
+        grads = [dq, dk, dv]
+        needs = ctx.needs_input_grad
+        for x, x_heads, a, d_rows, n in ((x_q, x_q_heads, a_q, d_rows_q, 3),
+                                         (x_k, x_k_heads, a_k, d_rows_k, 5)):
+            if x is None:
+                grads += [None, None]
+                continue
+            heads, length_batch, _ = x_heads.shape
+            d_rows = d_rows.permute(1, 2, 0, 3).reshape(heads, length_batch, -1)  # a view
+            d_x = None
+            if needs[n]:  # (H, len * B, d) back to (B, H, len, d)
+                d_x = torch.bmm(d_rows, a.transpose(1, 2)).view(
+                    heads, x.size(2), x.size(0), -1).permute(2, 0, 1, 3)
+            grads += [d_x, torch.bmm(x_heads.transpose(1, 2), d_rows) if needs[n + 1] else None]
+        return (*grads, None, None, None, None)
 
 
 class _Shape:
@@ -465,19 +616,34 @@ class _Shape:
 
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
-                 factor: bool, hist: bool, ieee: bool) -> None:
+                 factor: bool, hist: bool, ieee: bool, key_rows: bool = False,
+                 full: bool = False) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
         self.s_table_h = table.stride(0) if table.dim() == 2 and table.size(0) > 1 else 0
+        # A table per row: (B, H, q_len, R) strides, R contiguous; the key columns' tables
+        # (FULL) are laid out alike, with k_len rows per head.
+        self.s_rows = (table.stride(0), table.stride(1), table.stride(2)) if self.per_row \
+            else (0, 0, 0)
+        self.s_key_h = self.s_rows[1] // max(q_len, 1) * k_len
         self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.hist, self.ieee = (
             d_qk, d_v, has_pad, causal, factor, hist, ieee)
+        self.key_rows, self.full = key_rows, full
+
+    @classmethod
+    def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
+           has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
+           key_rows: bool = False, full: bool = False) -> "_Shape":
+        return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
+                   v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
+                   key_rows, full)
 
     def args(self) -> tuple:
-        return (self.s_table_h, self.heads, self.q_len, self.k_len, self.q_offset,
+        return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len, self.k_len, self.q_offset,
                 self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
                 _block_dim(self.d_v), self.has_pad, self.causal, self.factor,
-                self.per_row, self.hist, self.ieee)
+                self.per_row, self.key_rows, self.full, self.hist, self.ieee)
 
 
 def clipped_rows_fit(rows: int) -> bool:
@@ -538,3 +704,40 @@ def clipped_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_rows: Tensor
     result = _DistanceAttention.apply(q, k, v, key_rows, r_lo, q_offset, key_padding_mask,
                                       causal, False, by_distance)
     return result if by_distance else (result, None)
+
+
+def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[Tensor, Tensor],
+                            r_lo: int, q_offset: int = 0,
+                            key_padding_mask: Optional[Tensor] = None, causal: bool = False,
+                            key_rows: Optional[tuple[Tensor, Tensor]] = None) -> Tensor:
+    """Attention with terms that read the content by distance (Transformer-XL's ``q_i.W_R
+    R_{i-j}``, Huang et al.'s method 4), every distance its own table column:
+    ``softmax(q k^T + (x_q A_q)[b, h, i, r_ij] + (x_k A_k)[b, h, j, r_ij] + mask) v`` with
+    ``r_ij = j - (q_offset + i) - r_lo``, no scaling.
+
+    ``query_rows = (x_q, A_q)``: ``(B, H, q_len, d)`` and ``(H, d, R)``, the column of
+    ``A_q`` for distance ``r_lo + c`` at ``c``; ``key_rows = (x_k, A_k)`` (or None):
+    ``(B, H, k_len, d)`` and ``(H, d, R)``. ``R`` must cover every distance the attention
+    has (``j > q_offset + i`` only up to 0 with ``causal``): no clipping. Rows with no key
+    to attend to get zeros. Differentiable in every tensor.
+    """
+    _check_triton()
+    q_len, k_len = q.size(2), k.size(2)
+    x_q, a_q = query_rows
+    x_k, a_k = key_rows if key_rows is not None else (None, None)
+    r = a_q.size(-1)
+    r_hi = 0 if causal else k_len - 1 - q_offset
+    if r_lo > -(q_offset + q_len - 1) or r_lo + r - 1 < r_hi:
+        raise ValueError(
+            f"the rows cover distances {r_lo}..{r_lo + r - 1}; this attention needs "
+            f"{-(q_offset + q_len - 1)}..{r_hi} (no clipping)")
+    if a_k is not None and a_k.size(-1) != r:
+        raise ValueError(f"the key rows have {a_k.size(-1)} distances, the query rows {r}")
+    # Rows a multiple of 16 long (zero columns, never read unmasked): aligned for the
+    # products and the kernel's loads (Triton specializes integers divisible by 16).
+    # The key side's distances reversed (:func:`_key_rows_start`), its zeros first.
+    extra = -r % 16
+    a_q = torch.nn.functional.pad(a_q, (0, extra))
+    a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
+    return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
+                                key_padding_mask, causal)

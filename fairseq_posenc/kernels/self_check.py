@@ -9,7 +9,9 @@ path it replaces, outputs and gradients, in float32:
   tokens (two tiles, the last one partial), padding, with and without the causal mask: a
   table per head as a summand at head dimensions 64 and 128 (with a concatenated low-rank
   term), as a factor at 64, and Shaw's terms by clipped distance (``k = 16``, keys and
-  values); against the softmax written out in float32. Each family is checked where a
+  values), and ``"rows"``: Transformer-XL's query-side and Huang et al.'s query- and
+  key-side products read at every distance; against the softmax written out in float32.
+  Each family is checked where a
   model first uses it, with the variants its training compiles, so the check costs
   little more than the compilation the first training step would do anyway.
 * ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions import expand_distance_bias
-from .distance import clipped_relative_attention, distance_attention
+from .distance import clipped_relative_attention, distance_attention, distance_rows_attention
 from .rotary import rotate
 
 #: Largest error allowed, relative to the largest reference value: probabilities are
@@ -180,6 +182,50 @@ def check_clipped(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     return None
 
 
+def _rows_written_out(q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
+                      x_k: Tensor, a_k: Tensor, padding: Tensor, causal: bool) -> Tensor:
+    length = q.size(2)
+    positions = torch.arange(length, device=q.device)
+    r = positions[None, :] - positions[:, None]  # j - i
+    c = (r + length - 1).clamp(max=a_q.size(-1) - 1)  # only causally masked pairs clamp
+    logits = (q @ k.transpose(-1, -2) + (x_q @ a_q).gather(-1, c.expand(*q.shape[:2], -1, -1))
+              + (x_k @ a_k).transpose(-1, -2).gather(-2, c.expand(*q.shape[:2], -1, -1)))
+    blocked = padding[:, None, None, :]
+    if causal:
+        blocked = blocked | (r > 0)
+    return torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1) @ v
+
+
+def check_rows(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+    """Content terms by distance: query and key rows (Huang 4), head dimension 64."""
+    g = torch.Generator().manual_seed(0)
+    padding = _padding(device)
+    batch, heads, length, d_h = BATCH, HEADS, LENGTH, 64
+    for causal in (False, True):
+        rows = length if causal else 2 * length - 1
+        shapes = [(batch, heads, length, d_h)] * 4 + [(heads, d_h, rows),
+                                                      (batch, heads, length, d_h),
+                                                      (heads, d_h, rows)]
+        inputs = [x.to(device, dtype).requires_grad_() for x in (
+            torch.randn(*shape, generator=g) / (d_h ** 0.5 if i != 2 else 1)
+            for i, shape in enumerate(shapes))]
+        weights = torch.randn(batch, heads, length, d_h, generator=g).to(device)
+
+        def fused(q, k, v, x_q, a_q, x_k, a_k):
+            return distance_rows_attention(q, k, v, (x_q, a_q), -(length - 1), 0, padding,
+                                           causal, (x_k, a_k))
+
+        got = _outputs_and_grads(fused, inputs, weights)
+        ref = _outputs_and_grads(
+            lambda *x: _rows_written_out(*x, padding, causal),
+            [x.detach().float().requires_grad_() for x in inputs], weights)
+        problem = _disagreement(("output", "dq", "dk", "dv", "dx_q", "dA_q", "dx_k", "dA_k"),
+                                got, ref, f"rows, {'causal' if causal else 'bidirectional'}")
+        if problem:
+            return problem
+    return None
+
+
 def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     from ..encodings.rope import rotate_pairs
 
@@ -200,11 +246,13 @@ CHECKS: dict[str, Callable[[torch.device, torch.dtype], Optional[str]]] = {
     "distance": check_distance,
     "distance_factor": check_distance_factor,
     "clipped": check_clipped,
+    "rows": check_rows,
     "rotary": check_rotary,
 }
 FALLBACKS = {
     "distance": "Distance biases run as (B, H, T, T) tensors",
     "distance_factor": "Distance factors run on the explicit path",
     "clipped": "Shaw's terms run on the explicit path",
+    "rows": "Transformer-XL's and Huang et al.'s method 4's terms run as (B, H, T, T) biases",
     "rotary": "RoPE rotates q and k in complex64",
 }
