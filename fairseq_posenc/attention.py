@@ -219,8 +219,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
 
     def _fuses_distance(self, term: PositionEncoding, q: Tensor, tgt_len: int, src_len: int,
                         attn_mask: Optional[Tensor]) -> bool:
-        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` or
-        Shaw's, runs in the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
+        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE``,
+        Shaw's, or a content term by distance (whose clip :meth:`forward` checks), runs in
+        the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
         if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance
                 or term.by_distance_rows) or self.distance_kernel == "bias":
             return False
