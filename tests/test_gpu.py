@@ -168,8 +168,9 @@ def test_fused_table_gradient_is_reproducible():
                                       "huang2", "shaw", "xl", "huang4"])
 def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
-    bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi stays the concatenated kernel), and
-    a model's outputs match the bias (or explicit) path's to half precision."""
+    bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi
+    stays the concatenated kernel), and a model's outputs match the bias (or explicit)
+    path's to half precision."""
     from test_distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
     model.to(CUDA, dtype)

@@ -8,8 +8,9 @@ factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2), 
 clipped distance (:func:`clipped_relative_attention`: Shaw et al.'s key and value terms),
 or with tables per query row and per key column that are products of the content and a
 vector per distance, every distance its own column (:func:`distance_rows_attention`:
-Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s method 4), as FlashAttention-2 (Dao 2023, Algorithms 1-2) computes softmax attention: tiles of
-queries and keys in on-chip memory, an online softmax, and the backward recomputing the
+Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s method 4), as FlashAttention-2 (Dao
+2023, Algorithms 1-2) computes softmax attention: tiles of queries and keys in on-chip
+memory, an online softmax, and the backward recomputing the
 probabilities from the log-sum-exp of each row. The bias is read from the table inside
 the tile (``H x R`` numbers, cached), so no ``len x len`` tensor is written in either
 direction; padding is a ``(B, k_len)`` mask and causality a comparison, not float masks.
@@ -580,7 +581,7 @@ class _RowsAttention(torch.autograd.Function):
         rows_q = _rows(x_q, a_q)[1]
         rows_k = None if x_k is None else _rows(x_k, a_k)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
-                          causal, key_rows=rows_k is not None, full=True)
+                          causal, key_table=rows_k, full=True)
         out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, shape)
         ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, out, lse)
         ctx.shape = shape
@@ -616,34 +617,38 @@ class _Shape:
 
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
-                 factor: bool, hist: bool, ieee: bool, key_rows: bool = False,
+                 factor: bool, hist: bool, ieee: bool, key_table: Optional[Tensor] = None,
                  full: bool = False) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
         self.s_table_h = table.stride(0) if table.dim() == 2 and table.size(0) > 1 else 0
-        # A table per row: (B, H, q_len, R) strides, R contiguous; the key columns' tables
-        # (FULL) are laid out alike, with k_len rows per head.
+        # A table per row: its (B, H, q_len) strides, R contiguous. The key columns' table
+        # (FULL) shares the batch and position strides; only its heads' stride differs.
         self.s_rows = (table.stride(0), table.stride(1), table.stride(2)) if self.per_row \
             else (0, 0, 0)
-        self.s_key_h = self.s_rows[1] // max(q_len, 1) * k_len
+        self.key_rows = key_table is not None
+        self.s_key_h = key_table.stride(1) if key_table is not None else 0
+        if key_table is not None and (key_table.stride(0), key_table.stride(2)) != (
+                self.s_rows[0], self.s_rows[2]):
+            raise ValueError("the key columns' table must be laid out as the query rows'")
         self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.hist, self.ieee = (
             d_qk, d_v, has_pad, causal, factor, hist, ieee)
-        self.key_rows, self.full = key_rows, full
+        self.full = full
 
     @classmethod
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
-           key_rows: bool = False, full: bool = False) -> "_Shape":
+           key_table: Optional[Tensor] = None, full: bool = False) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
-                   key_rows, full)
+                   key_table, full)
 
     def args(self) -> tuple:
-        return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len, self.k_len, self.q_offset,
-                self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
-                _block_dim(self.d_v), self.has_pad, self.causal, self.factor,
-                self.per_row, self.key_rows, self.full, self.hist, self.ieee)
+        return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len,
+                self.k_len, self.q_offset, self.r_lo, self.r, self.d_qk, self.d_v,
+                _block_dim(self.d_qk), _block_dim(self.d_v), self.has_pad, self.causal,
+                self.factor, self.per_row, self.key_rows, self.full, self.hist, self.ieee)
 
 
 def clipped_rows_fit(rows: int) -> bool:
