@@ -61,6 +61,16 @@ Two paths:
   training layer 6-8% slower (t5, diet_rel, diet_abs at 30 and 120 tokens). CUDA's
   memory-efficient kernel does differentiate the mask, so GPUs keep the fused path.
 
+A decoding step is one query per sentence, and beam search on a GPU is bound by the host's
+work per layer and step (Python, dispatch, kernel launches), not by arithmetic. So a step
+launches as few kernels as the term allows: a content-free row is read once per step by
+the layers that share it; a content term by distance is a product with its tables'
+consecutive columns (:meth:`~fairseq_posenc.encodings.base.DistanceRows.one_query_logits`,
+Transformer-XL, Huang et al.'s method 4), Shaw's rows are a slice of a window by distance,
+RoPE's rotation one matrix product; the terms are grouped by kind once, when attached.
+``posenc-benchmark --device cpu --sizes narrow --calls translate --threads 1`` measures
+this work (``docs/benchmark-methodology.md``).
+
 The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 ``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
 ``reorder_incremental_state`` reorders it for beam search. Queries of a step are the last
@@ -136,11 +146,24 @@ def concat_low_rank(q: Tensor, k: Tensor,
 @dataclass(frozen=True)
 class AttachedPositions:
     """A layer's position terms and its stack's scope. A plain object, not a submodule:
-    the stack owns (registers) the encodings, and may share one between layers."""
+    the stack owns (registers) the encodings, and may share one between layers.
+
+    The terms grouped by kind once, when attached: a kind never changes after a term is
+    built, and beam search calls the layer once per step and layer, where every Python
+    operation counts (see :meth:`PositionalMultiheadAttention.forward`)."""
 
     encoding: Optional[PositionEncoding]
     terms: tuple[PositionEncoding, ...]
     scope: PositionScope
+    #: ``PROJECTION`` terms; ``ROTATION`` terms; ``PROBABILITIES`` terms (a value term).
+    projections: tuple[PositionEncoding, ...] = ()
+    rotations: tuple[PositionEncoding, ...] = ()
+    on_probabilities: tuple[PositionEncoding, ...] = ()
+    #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
+    #: :data:`NEEDS_LOGITS`).
+    sized: tuple[PositionEncoding, ...] = ()
+    #: Whether a term needs the logits written out (:data:`NEEDS_LOGITS`).
+    needs_logits: bool = False
 
     @classmethod
     def of(cls, encoding: Optional[PositionEncoding], scope: PositionScope,
@@ -148,7 +171,17 @@ class AttachedPositions:
         """``encoding`` None: no position term of its own (``--pos-layers first``).
         ``extra_terms``: further terms, e.g. segment attention."""
         own = () if encoding is None else encoding.terms()
-        return cls(encoding, (*own, *extra_terms), scope)
+        terms = (*own, *extra_terms)
+
+        def of_kind(*kinds: PositionKind) -> tuple[PositionEncoding, ...]:
+            return tuple(t for t in terms if t.kind in kinds)
+
+        return cls(encoding, terms, scope,
+                   projections=of_kind(PositionKind.PROJECTION),
+                   rotations=of_kind(PositionKind.ROTATION),
+                   on_probabilities=of_kind(PositionKind.PROBABILITIES),
+                   sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
+                   needs_logits=bool(of_kind(*NEEDS_LOGITS)))
 
     @property
     def content_scale(self) -> float:
@@ -290,8 +323,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
             raise NotImplementedError(
                 "fairseq-posenc self-attention does not support static_kv / before_softmax"
             )
-        terms = self._positions.terms
-        ctx: PositionContext = self._positions.scope.context
+        positions = self._positions
+        terms = positions.terms
+        ctx: PositionContext = positions.scope.context
         tgt_len, bsz, _ = query.shape
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
@@ -300,16 +334,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # Absolute terms count the positions of the self-attention input's real tokens.
         input_padding_mask = key_padding_mask
         kv_input = query
-        for term in terms:
-            if term.kind is PositionKind.PROJECTION:
-                kv_input = term.project_sequence(query, key_padding_mask, ctx)
-                key_padding_mask = None  # projections over real tokens: none is padding
-        q = split_heads(self.q_proj(query)) * (self.scaling * self._positions.content_scale)
+        for term in positions.projections:
+            kv_input = term.project_sequence(query, key_padding_mask, ctx)
+            key_padding_mask = None  # projections over real tokens: none is padding
+        q = split_heads(self.q_proj(query)) * (self.scaling * positions.content_scale)
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
-        for term in terms:
-            if term.kind is PositionKind.ROTATION:
-                q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx)
+        for term in positions.rotations:
+            q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx)
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
             input_padding_mask = key_padding_mask
@@ -320,8 +352,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         explicit = need_weights or tgt_len == 1
         concatenated = [] if explicit else [
             t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
-        sized = [t for t in terms
-                 if t not in concatenated and t.kind in MASK_SIZED | NEEDS_LOGITS]
+        sized = [t for t in positions.sized if t not in concatenated]
         fused = (sized[0] if not explicit and len(sized) == 1
                  and self._fuses_distance(sized[0], q, tgt_len, src_len, attn_mask) else None)
         rows: Optional[DistanceRows] = None
@@ -329,7 +360,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
             rows = fused.distance_rows(q, k, q_offset, ctx)
             if rows is None:  # a clip shorter than the sentence: the bias path
                 fused = None
-        if fused is None and any(t.kind in NEEDS_LOGITS for t in terms):
+        if fused is None and positions.needs_logits:
             explicit, concatenated = True, []
         elif sized and fused is None:
             # Another term adds a len x len bias anyway (TUPE-R's buckets without the
@@ -379,6 +410,11 @@ class PositionalMultiheadAttention(MultiheadAttention):
             elif term.kind is PositionKind.CONTENT_LOGITS:
                 content = term.content_logits(q, k, q_offset, ctx)
             else:
+                if tgt_len == 1 and term.by_distance_rows:
+                    one_query = term.distance_rows(q, k, q_offset, ctx)
+                    if one_query is not None:  # a decoding step: products, no gather
+                        content = one_query.one_query_logits(k, q_offset)
+                        continue
                 bias = bias_of(term)
                 if bias is not None:
                     mask = bias if mask is None else mask + bias
@@ -388,10 +424,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
             pad = key_padding_mask.to(torch.bool).view(bsz, 1, 1, src_len)
             mask = (torch.zeros_like(pad, dtype=q.dtype) if mask is None else mask)
             mask = mask.masked_fill(pad, float("-inf"))
-        if mask is not None:
+        if mask is not None and mask.dtype != q.dtype:
             mask = mask.to(q.dtype)
-            if mask.dim() < 4:
-                mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
         if (mask is not None and mask.requires_grad and q.device.type == "cpu"
                 and not explicit):
             explicit = True  # the CPU fused kernel would not differentiate the mask
@@ -421,12 +455,13 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 probs = probs.masked_fill(unattended, 0.0)
             dropped = self.dropout_module(probs)
             out = torch.matmul(dropped, v)
-            for term in terms:
-                if term.kind is PositionKind.PROBABILITIES:
-                    out = out + term.value_term(dropped, q_offset, ctx)
+            for term in positions.on_probabilities:
+                out = out + term.value_term(dropped, q_offset, ctx)
         else:
             if concatenated:
                 q, k = concatenate(q, k)
+            if mask is not None and mask.dim() < 4:
+                mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
             apply_dropout = self.training or self.dropout_module.apply_during_inference
             out = F.scaled_dot_product_attention(
                 q,

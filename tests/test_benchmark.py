@@ -424,3 +424,23 @@ def test_master_weight_adam_steps_float32_copies_of_half_parameters():
     assert torch.equal(optimizers[0].master[0], ref.detach())
     assert torch.equal(half.detach(), ref.detach().to(torch.bfloat16))
 
+
+
+def test_proxy_size_has_ratios_and_no_verdicts():
+    """``narrow`` times the host's work per decoding step (base's layers and heads, width
+    64): its ratios are reported, and no target applies to them."""
+    from fairseq_posenc.benchmark.targets import summarize
+
+    spec = benchmark.SIZES["narrow"]
+    assert (spec["layers"], spec["heads"], spec["dim"], spec["proxy"]) == (6, 8, 64, True)
+    memory = {"peak_bytes": 100, "largest_numel": 10**9}  # far over len x len x d_h
+    for size, verdicts in (("narrow", False), ("small", True)):
+        cfg = benchmark.Config(size=size, length=30, batch=2, translate=2, reps=2,
+                               stock_every=3, beam=10, vocab=100, seed=1,
+                               kinds=("translate",))
+        times = {name: {"translate": [[0.1], [0.1]]} for name in ("stock", "shaw")}
+        ratios = {"shaw": {"translate": [1.3, 1.3]}}
+        mems = {name: {"translate": memory} for name in ("stock", "shaw")}
+        row = summarize(cfg, ["stock", "shaw"], times, ratios, mems)["models"]["shaw"]
+        assert row["translate"]["ratio"] == pytest.approx(1.3)
+        assert bool(row["verdict"]) is verdicts, size

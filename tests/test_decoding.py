@@ -33,8 +33,27 @@ def full_logits(model, prev, enc_out):
 
 @pytest.mark.parametrize("encoding", ALL_ENCODINGS)
 def test_incremental_equals_full_forward_with_beam_reordering(encoding):
-    model, d = build_model(encoding)
-    bsz, beam, steps = 2, 3, 9
+    assert_incremental_equals_full(*build_model(encoding), steps=9)
+
+
+@pytest.mark.parametrize("encoding,flags", [
+    ("xl", ["--xl-clamp-len", "2"]),  # a clip: the bias read by clipped distance
+    ("xl", ["--xl-untie-r"]),
+    ("huang4", ["--huang4-clip", "2"]),
+    ("shaw", ["--shaw-clip", "2"]),  # steps past the clip read clipped rows
+    ("shaw", ["--shaw-clip", "2", "--shaw-no-value"]),
+    ("huang4", []),
+    ("rope", []),
+    ("t5", []),
+])
+def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
+    """Decoding steps read content-free tables from windows that the context grows
+    (16 positions, then twice what is needed): 22 steps grow each one twice."""
+    assert_incremental_equals_full(*build_model(encoding, flags), steps=22)
+
+
+def assert_incremental_equals_full(model, d, steps: int) -> None:
+    bsz, beam = 2, 3
     src, lengths = random_source(d, bsz)
     src, lengths = src.repeat_interleave(beam, 0), lengths.repeat_interleave(beam, 0)
     g = torch.Generator().manual_seed(1)

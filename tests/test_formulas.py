@@ -300,6 +300,71 @@ def test_rope_rotation_in_lower_precision(dtype):
             assert (got[b, h, t].double() - want).abs().max() < tol
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, TOL), (torch.float32, 1e-5),
+                                       (torch.bfloat16, 3e-2), (torch.float16, 3e-2)])
+def test_rope_decoding_step_rotates_as_the_paper(dtype, tol):
+    """A decoding step (every row at one position) rotates by one matrix product; against
+    the naive rotation, at positions that make the context grow its window of matrices."""
+    attn = build_attention("rope", causal=True, embed_dim=12, num_heads=2)
+    ctx = PositionContext(incremental=True)
+    q, k = torch.randn(2, 3, 2, 1, 6, dtype=torch.float64).unbind(0)  # (B, H, 1, d_h)
+    for p in (0, 1, 17, 40):
+        got_q, got_k = attn.encoding.rotate_qk(q.to(dtype), k.to(dtype), p, ctx)
+        assert got_q.dtype == dtype and got_q.shape == q.shape
+        for got, x in ((got_q, q), (got_k, k)):
+            for b, h in ((0, 0), (2, 1)):
+                want = naive_rope(x[b, h, 0], p)
+                assert (got[b, h, 0].double() - want).abs().max() < tol, (p, b, h)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("q_offset", [1, 3, 9])
+def test_shaw_one_query_equals_its_row_of_the_general_path(causal, q_offset):
+    """Shaw's one-query terms (a decoding step: rows read from a window by distance)
+    against the last row of the same terms for two queries (gathers and sums by clipped
+    distance), at offsets inside and past the clip."""
+    attn = build_attention("shaw", causal=causal, embed_dim=8, num_heads=2, shaw_clip=2)
+    shaw = attn.encoding
+    g = torch.Generator().manual_seed(q_offset)
+    q = torch.randn(2, 2, 2, 4, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 2, q_offset + 1, 4, generator=g, dtype=torch.float64)
+    probs = torch.randn(2, 2, 2, q_offset + 1, generator=g, dtype=torch.float64).softmax(-1)
+    both = (shaw.logit_bias(q, k, q_offset - 1, PositionContext()),
+            shaw.value_term(probs, q_offset - 1, PositionContext()))
+    ctx = PositionContext(incremental=True)
+    one = (shaw.logit_bias(q[:, :, 1:], k, q_offset, ctx),
+           shaw.value_term(probs[:, :, 1:], q_offset, ctx))
+    for got, want in zip(one, both):
+        assert (got - want[:, :, 1:]).abs().max() < TOL
+
+
+def test_distance_rows_of_one_query_are_the_sum_written_out():
+    """:meth:`DistanceRows.one_query_logits` (a decoding step of Transformer-XL or Huang
+    et al.'s method 4) against ``q_c.k_j + x_q.A_q[:, r] + x_k[j].A_k[:, r]``,
+    ``r = j - q_offset - r_lo``, summed in loops; tables wider than the keys need."""
+    from fairseq_posenc.encodings.base import DistanceRows
+
+    g = torch.Generator().manual_seed(0)
+    batch, heads, keys, dim, r_lo = 2, 3, 5, 4, -6
+    q_offset = keys - 1
+    q_c, x_q = torch.randn(2, batch, heads, 1, dim, generator=g, dtype=torch.float64)
+    k, x_k = torch.randn(2, batch, heads, keys, dim, generator=g, dtype=torch.float64)
+    a_q, a_k = torch.randn(2, heads, dim, 9, generator=g, dtype=torch.float64)  # r -6..2
+    for key_side in (None, (x_k, a_k)):
+        got = DistanceRows(q_c, (x_q, a_q), key_side, r_lo).one_query_logits(k, q_offset)
+        assert got.shape == (batch, heads, 1, keys)
+        for b in range(batch):
+            for h in range(heads):
+                for j in range(keys):
+                    r = j - q_offset - r_lo
+                    want = q_c[b, h, 0] @ k[b, h, j] + x_q[b, h, 0] @ a_q[h, :, r]
+                    if key_side is not None:
+                        want = want + x_k[b, h, j] @ a_k[h, :, r]
+                    assert abs(float(got[b, h, 0, j] - want)) < TOL
+    with pytest.raises(ValueError, match="needs distances -4..0; the rows have -3"):
+        DistanceRows(q_c, (x_q, a_q), None, -3).one_query_logits(k, q_offset)
+
+
 def test_rope_logits_depend_on_distance_only():
     attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
     q, k = torch.randn(2, 1, 1, 6, dtype=torch.float64).unbind(0)

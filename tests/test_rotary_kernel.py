@@ -97,9 +97,9 @@ def test_auto_keeps_the_complex_path_on_cpu_and_in_float32(monkeypatch):
     assert calls == []
 
 
-def test_auto_rotates_a_decoding_step_on_the_complex_path(monkeypatch):
+def test_auto_rotates_a_decoding_step_by_one_matrix(monkeypatch):
     """Where ``"auto"`` fuses (CUDA, half precision; forced here), a whole sequence is
-    rotated by the kernel and a decoding step's one position by the complex product."""
+    rotated by the kernel and a decoding step's one position by a matrix product."""
     import fairseq_posenc.encodings.rope as rope_module
     from fairseq_posenc.encodings import PositionContext
 

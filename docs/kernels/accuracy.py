@@ -12,7 +12,8 @@ bfloat16 is measured too.
 import torch
 
 from interpreted import DEVICE
-from test_distance_kernel import CONFIGS, SHAW_CONFIGS, run_both, run_shaw
+from test_distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both, run_rows,
+                                  run_shaw)
 
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
 
@@ -34,4 +35,10 @@ print("Shaw's terms by clipped distance: output, dq, dk, dv, d_aK, d_aV")
 for name in SHAW_CONFIGS:
     for dtype in DTYPES:
         got, ref = run_shaw(SHAW_CONFIGS[name], dtype)
+        print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")
+print("Content by distance (Transformer-XL, Huang 4): output, dq, dk, dv, dx_q, dA_q "
+      "(, dx_k, dA_k)")
+for name in ROWS_CONFIGS:
+    for dtype in DTYPES:
+        got, ref = run_rows(ROWS_CONFIGS[name], dtype)
         print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")

@@ -90,7 +90,10 @@ def model_table(result: ModelResult) -> str:
            f"; other processes used {result['other_processes_cores']:.2f} cores meanwhile")
         + f". Ratios: median over {result['reps']} "
         f"repetitions (min-max), each against the stock calls just before and after; the "
-        f"noise-control row times a second, identical stock model the same way.",
+        f"noise-control row times a second, identical stock model the same way."
+        + (" A proxy size: the host's work per call (Python, dispatch, kernel launches), "
+           "which bounds beam search on a GPU; no verdicts." if result["model"].get("proxy")
+           else ""),
         "",
     ]
     rows = []
@@ -103,7 +106,7 @@ def model_table(result: ModelResult) -> str:
             label(name), *(fmt_ratio(row[k]) if k in row else "-" for k in KINDS),
             " / ".join(f"{row['peak_ratio'][k]:.2f}" if k in row else "-" for k in KINDS),
             (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
-             if row["quadratic_dh"] else f"{rel:.3f}"),
+             if row["quadratic_dh"] and not result["model"].get("proxy") else f"{rel:.3f}"),
             "-" if parts is None else " / ".join(f"{parts[k]:.3f}" for k in LAYER_KINDS),
             verdict_text(name, row["verdict"], parts)])
     oom = result.get("out_of_memory") or []

@@ -26,6 +26,13 @@ SIZES: dict[str, dict[str, Any]] = {
     # fairseq's transformer_wmt_en_de, the papers' base model: 6+6 layers
     "base": {"stock_arch": "transformer_wmt_en_de", "layers": 6, "dim": 512, "heads": 8,
              "ffn": 2048},
+    # base's 6+6 layers and 8 heads at width 64 (d_h = 8): on a CPU each call's arithmetic
+    # is small, so a ratio measures the host's work per layer (Python, dispatch, kernel
+    # launches), which bounds beam search on a GPU (docs/benchmark-methodology.md). A
+    # proxy: its ratios get no verdicts (the targets are for real sizes; at d_h = 8 the
+    # vocabulary's tensors outgrow len x len x d_h)
+    "narrow": {"stock_arch": "transformer", "layers": 6, "dim": 64, "heads": 8, "ffn": 128,
+               "proxy": True},
     # --quick only; few positions, so that tables over max positions stay small
     "tiny": {"stock_arch": "transformer", "layers": 2, "dim": 32, "heads": 4, "ffn": 64,
              "positions": 64},

@@ -69,6 +69,33 @@ class DistanceRows:
     key: Optional[tuple[Tensor, Tensor]]
     r_lo: int
 
+    def one_query_logits(self, k: Tensor, q_offset: int) -> Tensor:
+        """The logits of a single query at ``q_offset`` (a decoding step),
+        ``(B, H, 1, k_len)``: its distances to keys ``0 .. k_len - 1`` are consecutive
+        columns of the tables, so the rows are plain products with those columns, nothing
+        to read by distance. Beam search is bound by kernel launches: this is 3 kernels
+        beside ``q.k`` for a query-side table and 3 more for a key-side one, where products
+        gathered by distance took 7 to 9."""
+        k_len = k.size(2)
+        start = -q_offset - self.r_lo  # the column of key 0
+        x_q, a_q = self.query
+        if x_q.size(2) != 1 or start < 0 or start + k_len > a_q.size(-1):
+            raise ValueError(f"one query at {q_offset} over {k_len} keys needs distances "
+                             f"{-q_offset}..{k_len - 1 - q_offset}; the rows have "
+                             f"{self.r_lo}..{self.r_lo + a_q.size(-1) - 1}")
+        batch, heads, _, dim = x_q.shape
+        # (H, B, d) @ (H, d, k_len): the table is not copied per sentence, as a broadcast
+        # matmul over (B, H) would.
+        by_query = torch.bmm(x_q.transpose(0, 1).reshape(heads, batch, dim),
+                             a_q.narrow(-1, start, k_len))
+        logits = (torch.matmul(self.q_content, k.transpose(-1, -2))
+                  + by_query.transpose(0, 1).unsqueeze(2))
+        if self.key is not None:
+            x_k, a_k = self.key
+            by_key = (x_k * a_k.narrow(-1, start, k_len).transpose(-1, -2)).sum(-1)
+            logits = logits + by_key.unsqueeze(2)
+        return logits
+
 
 class PositionEncoding(nn.Module):
     """Base class. Subclasses set ``name`` and implement the hooks they need."""
@@ -265,8 +292,9 @@ class RelativeScalarBias(PositionEncoding):
             table, r_lo = self.distance_table(q_len, k_len, q_offset, ctx)
             return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
 
-        if ctx.incremental:  # one row per step: a slice, not worth keeping
-            return compute()
+        # Kept while the key is the same: the layers that share the term read it once per
+        # forward, and a decoding step's row once per step (beam search is bound by the
+        # host's work per layer, not by this slice's bytes).
         return ctx.latest(self, "expanded", (q_len, k_len, q_offset), compute)
 
 
@@ -330,10 +358,17 @@ def _real_positions(key_padding_mask: Optional[Tensor], k_len: int,
 def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
     """A ``LOW_RANK`` term as a pair bias ``(B or 1, H, q_len, k_len)``: the product
-    ``P_Q P_K^T`` once per forward, read at the rows' real positions."""
-    check_max_len(term, k_len, _real_positions(key_padding_mask, k_len, ctx))
-    product = low_rank_product(term, min(k_len, term.max_len), ctx)
-    return absolute_pair_bias(term, product, q_len, k_len, q_offset, key_padding_mask, ctx)
+    ``P_Q P_K^T`` once per forward, read at the rows' real positions (without padding, once
+    per forward or decoding step for the layers that share the term)."""
+    def compute() -> Tensor:
+        check_max_len(term, k_len, _real_positions(key_padding_mask, k_len, ctx))
+        product = low_rank_product(term, min(k_len, term.max_len), ctx)
+        return absolute_pair_bias(term, product, q_len, k_len, q_offset, key_padding_mask,
+                                  ctx)
+
+    if key_padding_mask is not None:
+        return compute()
+    return ctx.latest(term, "low_rank_bias", (q_len, k_len, q_offset), compute)
 
 
 def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind
+from ..context import PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
     DistanceRows,
@@ -56,15 +56,27 @@ class Huang4(PositionEncoding):
 
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
                       ctx: PositionContext) -> Optional[DistanceRows]:
-        """``q_i.a_{j-i} + (k_j / sqrt(d_h)).a_{j-i}``; None where the clip is shorter
+        """``q_i.a_{j-i} + k_j.(a_{j-i} / sqrt(d_h))``; None where the clip is shorter
         than the sentence."""
         r_min, r_max = distance_range(q.size(-2), k.size(-2), q_offset)
         if self.causal:  # later keys are masked
             r_max = min(r_max, 0)
         if r_min < self.r_lo or r_max > self.r_hi:
             return None
-        table = self._table(q, r_min, r_max)
-        return DistanceRows(q, (q, table), (k / math.sqrt(k.size(-1)), table), r_min)
+        return DistanceRows(q, (q, self._table(q, r_min, r_max)),
+                            (k, self._key_table(q, r_min, r_max, ctx)), r_min)
+
+    def _key_table(self, q: Tensor, lo: int, hi: int, ctx: PositionContext) -> Tensor:
+        """``a_r / sqrt(d_h)`` for ``r`` in ``lo..hi``, ``(H, d_h, R)``: the key term's
+        scale on the table (``H x d_h x R``) rather than on the keys (``B x H x len x
+        d_h``, a pass over them in every forward); kept per forward (and decoded
+        sequence)."""
+        def compute(grown_lo: int, grown_hi: int) -> Window:
+            grown_lo, grown_hi = max(grown_lo, self.r_lo), min(grown_hi, self.r_hi)
+            table = self._table(q, grown_lo, grown_hi) / math.sqrt(self.rel_emb.size(-1))
+            return Window(table, grown_lo, grown_hi)
+
+        return ctx.window(self, f"key table {q.dtype}", lo, hi, compute).rows(lo, hi)
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
@@ -74,7 +86,7 @@ class Huang4(PositionEncoding):
         idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, ctx, q.device)
         table = self._table(q, lo, hi)  # H, d_h, R
         q_term = torch.matmul(q, table)  # B, H, q_len, R  (q is already scaled)
-        k_term = torch.matmul(k, table) / math.sqrt(k.size(-1))  # B, H, k_len, R
+        k_term = torch.matmul(k, self._key_table(q, lo, hi, ctx))  # B, H, k_len, R
         shape = (*q.shape[:-2], q_len, k_len)
         from_q = q_term.gather(-1, idx.expand(shape))  # [b,h,i,j] = q_term[b,h,i,idx[i,j]]
         from_k = k_term.transpose(-1, -2).gather(-2, idx.expand(shape))  # k_term[b,h,j,idx[i,j]]

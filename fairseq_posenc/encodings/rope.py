@@ -8,8 +8,10 @@ same family, a different pairing). Applied in every self-attention layer; no par
 Keys are cached rotated, so decoding step ``t`` rotates only its own query and key.
 On CUDA in half precision a sequence's rotation is one fused pass
 (:mod:`fairseq_posenc.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
-complex64 product without its float32 copies; a decoding step's one position keeps the
-complex product, which launches fewer kernels.
+complex64 product without its float32 copies. A decoding step puts every row at one
+position, so its rotation is one ``d_h x d_h`` matrix product per tensor (entries from
+float64 angles, rounded once to the model's precision), the fewest kernels for the host
+to launch, which is what bounds beam search.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
 are contiguous and, the encoding being relative, the padding offset cancels.
@@ -59,7 +61,8 @@ class Rope(PositionEncoding):
                  kernel: Literal["auto", "fused", "complex"] = "auto") -> None:
         """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
         (:func:`~fairseq_posenc.kernels.fused_by_default`) and the complex64 product
-        (:func:`rotate_pairs`) elsewhere; or either one everywhere."""
+        (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
+        product; or the fused rotation or the complex product everywhere."""
         super().__init__()
         self.kernel = kernel
         if head_dim % 2:
@@ -94,12 +97,38 @@ class Rope(PositionEncoding):
 
         return ctx.window(self, f"rotations {dtype}", 0, end - 1, compute).table
 
+    def _step_matrices(self, position: int, dtype: torch.dtype,
+                       ctx: PositionContext) -> Tensor:
+        """The rotation at ``position`` as a real ``(d_h, d_h)`` matrix ``M`` acting on rows,
+        ``x M``: pairs ``(x_2i, x_2i+1) -> (x_2i cos - x_2i+1 sin, x_2i sin + x_2i+1 cos)``,
+        the angles in float64 and each entry rounded once to ``dtype``. Kept for the decoded
+        sequence as a window of positions: a step reads its matrix."""
+        def compute(lo: int, hi: int) -> Window:
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=self.theta.device)
+            angles = positions[:, None] * self.theta  # (n, d/2)
+            cos, sin = angles.cos(), angles.sin()
+            # blocks[n, i] = [[cos, sin], [-sin, cos]]: row 2i (x_2i), row 2i+1 (x_2i+1)
+            blocks = torch.stack([torch.stack([cos, sin], -1),
+                                  torch.stack([-sin, cos], -1)], -2)  # (n, d/2, 2, 2)
+            pairs = blocks.size(1)
+            eye = torch.eye(pairs, dtype=torch.float64, device=blocks.device)
+            # (n, i, a, j, b) = eye[i, j] * blocks[n, i, a, b]: block-diagonal (n, d, d)
+            matrices = (eye[None, :, None, :, None] * blocks[:, :, :, None, :])
+            return Window(matrices.reshape(-1, 2 * pairs, 2 * pairs).to(dtype), 0, hi, dim=0)
+
+        return ctx.window(self, f"step matrices {dtype}", 0, position, compute).table[position]
+
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int,
                   ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        if q.size(-2) == 1 and self.kernel == "auto":
+            # A decoding step: every row at one position, so the rotation is one matrix
+            # product per tensor. Beam search is bound by the host's work per layer; the
+            # complex product took 3 kernels per tensor in half precision (a float32
+            # copy, the product, a cast back) and several views.
+            matrix = self._step_matrices(q_offset, q.dtype, ctx)
+            return torch.matmul(q, matrix), torch.matmul(k, matrix)
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
-        # "auto" keeps a decoding step's one position on the complex path: launches, not
-        # bytes, bound it there (measured: README, "On a GPU", rope).
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
                                       and fused_by_default("rotary", q)):
             from ..kernels.rotary import rotate

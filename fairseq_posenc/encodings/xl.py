@@ -148,10 +148,17 @@ class TransformerXL(PositionEncoding):
 
     def _table_and_biases(self, q: Tensor, r_lo: int, r_hi: int,
                           ctx: PositionContext) -> tuple[Tensor, Tensor, Tensor]:
-        """``W_R R`` as ``(H, d_h, R)`` and ``u``, ``v`` as ``(H, 1, d_h)``, scaled."""
+        """``W_R R`` as ``(H, d_h, R)`` and ``u``, ``v`` as ``(H, 1, d_h)``, scaled: once
+        per forward (per decoded sequence) for the layers that share them, not in every
+        layer and decoding step."""
         table = self._projected(r_lo, r_hi, ctx).rows(r_lo, r_hi).to(q.dtype)
-        scale = 1.0 / math.sqrt(self.head_dim)
-        u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
+
+        def scaled() -> tuple[Tensor, Tensor]:
+            scale = 1.0 / math.sqrt(self.head_dim)
+            u, v = (b.to(q.dtype)[:, None, :] * scale for b in (self.biases.u, self.biases.v))
+            return u, v
+
+        u, v = ctx.latest(self.biases, "scaled", q.dtype, scaled)
         return table, u, v
 
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
