@@ -67,7 +67,8 @@ launches as few kernels as the term allows: a content-free row is read once per 
 the layers that share it; a content term by distance is a product with its tables'
 consecutive columns (:meth:`~fairseq_posenc.encodings.base.DistanceRows.one_query_logits`,
 Transformer-XL, Huang et al.'s method 4), Shaw's rows are a slice of a window by distance,
-RoPE's rotation one matrix product; the terms are grouped by kind once, when attached.
+RoPE's rotation one matrix product per tensor, the queries' scale folded in; the terms
+are grouped by kind once, when attached.
 ``posenc-benchmark --device cpu --sizes narrow --calls translate --threads 1`` measures
 this work (``docs/benchmark-methodology.md``).
 
@@ -337,11 +338,15 @@ class PositionalMultiheadAttention(MultiheadAttention):
         for term in positions.projections:
             kv_input = term.project_sequence(query, key_padding_mask, ctx)
             key_padding_mask = None  # projections over real tokens: none is padding
-        q = split_heads(self.q_proj(query)) * (self.scaling * positions.content_scale)
+        q = split_heads(self.q_proj(query))
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
-        for term in positions.rotations:
-            q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx)
+        q_scale = self.scaling * positions.content_scale
+        for term in positions.rotations:  # it scales q too
+            q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx, q_scale)
+            q_scale = 1.0
+        if q_scale != 1.0:
+            q = q * q_scale
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
             input_padding_mask = key_padding_mask

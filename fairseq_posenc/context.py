@@ -82,11 +82,14 @@ class Window:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Cache keys: tensors compare by identity (the same mask object), the rest by value."""
+    """Cache keys: tensors compare by identity (the same mask object), the rest by value.
+    Called for every layer in every decoding step: identity first, no generator."""
+    if a is b:
+        return True
     if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return a is b
+        return False
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(map(_same, a, b))
     return a == b
 
 

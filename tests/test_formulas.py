@@ -303,17 +303,18 @@ def test_rope_rotation_in_lower_precision(dtype):
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, TOL), (torch.float32, 1e-5),
                                        (torch.bfloat16, 3e-2), (torch.float16, 3e-2)])
 def test_rope_decoding_step_rotates_as_the_paper(dtype, tol):
-    """A decoding step (every row at one position) rotates by one matrix product; against
-    the naive rotation, at positions that make the context grow its window of matrices."""
+    """A decoding step (every row at one position) rotates by one matrix product, the
+    queries' with their scale folded in; against the naive rotation, at positions that
+    make the context grow its window of matrices."""
     attn = build_attention("rope", causal=True, embed_dim=12, num_heads=2)
     ctx = PositionContext(incremental=True)
     q, k = torch.randn(2, 3, 2, 1, 6, dtype=torch.float64).unbind(0)  # (B, H, 1, d_h)
     for p in (0, 1, 17, 40):
-        got_q, got_k = attn.encoding.rotate_qk(q.to(dtype), k.to(dtype), p, ctx)
+        got_q, got_k = attn.encoding.rotate_qk(q.to(dtype), k.to(dtype), p, ctx, 0.375)
         assert got_q.dtype == dtype and got_q.shape == q.shape
-        for got, x in ((got_q, q), (got_k, k)):
+        for got, x, scale in ((got_q, q, 0.375), (got_k, k, 1.0)):
             for b, h in ((0, 0), (2, 1)):
-                want = naive_rope(x[b, h, 0], p)
+                want = naive_rope(x[b, h, 0], p) * scale
                 assert (got[b, h, 0].double() - want).abs().max() < tol, (p, b, h)
 
 

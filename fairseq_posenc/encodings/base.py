@@ -224,10 +224,11 @@ class PositionEncoding(nn.Module):
     #: ``LOW_RANK``: the number of absolute positions the factors have.
     max_len: int
 
-    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int,
-                  ctx: PositionContext) -> tuple[Tensor, Tensor]:
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
+                  q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
         """``ROTATION``: this step's queries and keys (both at positions ``q_offset + t``),
-        transformed before keys are cached."""
+        transformed before keys are cached; the queries also scaled by ``q_scale`` (the
+        attention's ``1/sqrt(d_h)``, which a rotation may fold into its own product)."""
         raise NotImplementedError
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int,

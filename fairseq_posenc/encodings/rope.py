@@ -10,8 +10,9 @@ On CUDA in half precision a sequence's rotation is one fused pass
 (:mod:`fairseq_posenc.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
 complex64 product without its float32 copies. A decoding step puts every row at one
 position, so its rotation is one ``d_h x d_h`` matrix product per tensor (entries from
-float64 angles, rounded once to the model's precision), the fewest kernels for the host
-to launch, which is what bounds beam search.
+float64 angles, rounded once to the model's precision; the queries' with the attention's
+``1/sqrt(d_h)`` folded in), the fewest kernels for the host to launch, which is what
+bounds beam search.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
 are contiguous and, the encoding being relative, the padding offset cancels.
@@ -118,15 +119,21 @@ class Rope(PositionEncoding):
 
         return ctx.window(self, f"step matrices {dtype}", 0, position, compute).table[position]
 
-    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int,
-                  ctx: PositionContext) -> tuple[Tensor, Tensor]:
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
+                  q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
         if q.size(-2) == 1 and self.kernel == "auto":
             # A decoding step: every row at one position, so the rotation is one matrix
-            # product per tensor. Beam search is bound by the host's work per layer; the
-            # complex product took 3 kernels per tensor in half precision (a float32
-            # copy, the product, a cast back) and several views.
+            # product per tensor, the queries' with the scale folded in (no kernel of its
+            # own). Beam search is bound by the host's work per layer; the complex product
+            # took 3 kernels per tensor in half precision (a float32 copy, the product, a
+            # cast back) and several views.
             matrix = self._step_matrices(q_offset, q.dtype, ctx)
-            return torch.matmul(q, matrix), torch.matmul(k, matrix)
+            scaled = matrix if q_scale == 1.0 else ctx.latest(
+                self, "scaled step matrix", (q_offset, q.dtype, q_scale),
+                lambda: matrix * q_scale)
+            return torch.matmul(q, scaled), torch.matmul(k, matrix)
+        if q_scale != 1.0:
+            q = q * q_scale
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
