@@ -125,6 +125,12 @@ def _unattended_queries(key_padding_mask: Tensor,
     return unattended if bool(unattended.any()) else None
 
 
+def _cached_length(saved: Optional[Dict[str, Optional[Tensor]]]) -> int:
+    """Positions already in a layer's incremental buffer (None: not decoding)."""
+    prev_key = None if saved is None else saved.get("prev_key")
+    return 0 if prev_key is None else prev_key.size(2)
+
+
 def concat_low_rank(q: Tensor, k: Tensor,
                     operands: Sequence[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
     """``[q, P_Q ...]`` and ``[k, P_K ...]`` along the head dimension; each ``P`` broadcast
@@ -341,14 +347,16 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q = split_heads(self.q_proj(query))
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
+        saved = None if incremental_state is None else self._get_input_buffer(incremental_state)
         q_scale = self.scaling * positions.content_scale
         for term in positions.rotations:  # it scales q too
-            q, k = term.rotate_qk(q, k, self._cached_length(incremental_state), ctx, q_scale)
+            q, k = term.rotate_qk(q, k, _cached_length(saved), ctx, q_scale)
             q_scale = 1.0
         if q_scale != 1.0:
             q = q * q_scale
         if incremental_state is not None:
-            k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
+            k, v, key_padding_mask = self._extend_cache(incremental_state, saved, k, v,
+                                                        key_padding_mask)
             input_padding_mask = key_padding_mask
         src_len = k.size(2)
         q_offset = src_len - tgt_len
@@ -485,22 +493,16 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 weights = weights.mean(dim=0)
         return out, weights
 
-    def _cached_length(
-        self, incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]]
-    ) -> int:
-        if incremental_state is None:
-            return 0
-        prev_key = self._get_input_buffer(incremental_state).get("prev_key")
-        return 0 if prev_key is None else prev_key.size(2)
-
     def _extend_cache(
         self,
         incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
+        saved: Dict[str, Optional[Tensor]],
         k: Tensor,
         v: Tensor,
         key_padding_mask: Optional[Tensor],
     ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-        saved = self._get_input_buffer(incremental_state)
+        """Append this step's keys and values to ``saved`` (this layer's buffer of
+        ``incremental_state``, read once per call) and store it."""
         prev_key, prev_value = saved.get("prev_key"), saved.get("prev_value")
         if prev_key is not None and prev_value is not None:
             k = torch.cat([prev_key, k], dim=2)
