@@ -73,9 +73,9 @@ class DistanceRows:
         """The logits of a single query at ``q_offset`` (a decoding step),
         ``(B, H, 1, k_len)``: its distances to keys ``0 .. k_len - 1`` are consecutive
         columns of the tables, so the rows are plain products with those columns, nothing
-        to read by distance. Beam search is bound by kernel launches: this is 3 kernels
-        beside ``q.k`` for a query-side table and 3 more for a key-side one, where products
-        gathered by distance took 7 to 9."""
+        to read by distance. Beam search is bound by kernel launches, and the products
+        gathered by distance (:meth:`PositionEncoding.logit_bias`) launch more
+        (``docs/benchmark-host.md``)."""
         k_len = k.size(2)
         start = -q_offset - self.r_lo  # the column of key 0
         x_q, a_q = self.query
