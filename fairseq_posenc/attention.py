@@ -63,14 +63,20 @@ Two paths:
 
 A decoding step is one query per sentence, and beam search on a GPU is bound by the host's
 work per layer and step (Python, dispatch, kernel launches), not by arithmetic. So a step
-launches as few kernels as the term allows: a content-free row is read once per step by
-the layers that share it; a content term by distance is a product with its tables'
+of beam search (no padding, no weights asked) takes its own path,
+:meth:`PositionalMultiheadAttention._decode_step`: the explicit path's numbers with the
+heads as views of the projections (a step's ``(1, B, H d_h)`` is ``(B, H, 1, d_h)`` in
+memory) and ``bmm`` over ``B H`` rows, where the general path permutes, broadcasts 4-D
+products and checks masks. Its terms launch as few kernels as they allow: a content-free
+row is a slice of a window kept for the sequence (per-distance biases as ``(H, 1, R)``:
+one narrow per layer); a content term by distance is a product with its tables'
 consecutive columns (:meth:`~fairseq_posenc.encodings.base.DistanceRows.one_query_logits`,
 Transformer-XL, Huang et al.'s method 4), Shaw's rows are a slice of a window by distance,
 RoPE's rotation one matrix product per tensor, the queries' scale folded in; the terms
-are grouped by kind once, when attached.
+are grouped by kind once, when attached. Steps with padding or asked for weights take the
+general path; ``tests/test_decoding.py`` checks both against the full forward.
 ``posenc-benchmark --device cpu --sizes narrow --calls translate --threads 1`` measures
-this work (``docs/benchmark-methodology.md``).
+this work (``docs/benchmark-methodology.md``, ``docs/benchmark-host.md``).
 
 The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
 ``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
@@ -129,6 +135,59 @@ def _cached_length(saved: Optional[Dict[str, Optional[Tensor]]]) -> int:
     """Positions already in a layer's incremental buffer (None: not decoding)."""
     prev_key = None if saved is None else saved.get("prev_key")
     return 0 if prev_key is None else prev_key.size(2)
+
+
+def _additive_term(term: PositionEncoding, q: Tensor, k: Tensor, tgt_len: int, src_len: int,
+                   q_offset: int, padding_mask: Optional[Tensor],
+                   ctx: PositionContext) -> Optional[Tensor]:
+    """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``; None for the
+    kinds that add nothing there (rotations). ``padding_mask``: the padding of the
+    self-attention input, cache included."""
+    kind = term.kind
+    if kind is PositionKind.DISTANCE_BIAS:
+        return term.expanded(tgt_len, src_len, q_offset, ctx)
+    if kind is PositionKind.PAIR_BIAS:
+        return term.pair_bias(tgt_len, src_len, q_offset, padding_mask, ctx)
+    if kind is PositionKind.LOW_RANK:
+        return low_rank_bias(term, tgt_len, src_len, q_offset, padding_mask, ctx)
+    if kind in (PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES):
+        return term.logit_bias(q, k, q_offset, ctx)
+    if kind is PositionKind.PROJECTION:
+        return term.projected_bias(tgt_len, padding_mask, ctx)
+    return None
+
+
+def _logit_terms(
+    terms: Sequence[PositionEncoding], q: Tensor, k: Tensor, tgt_len: int, src_len: int,
+    q_offset: int, padding_mask: Optional[Tensor], ctx: PositionContext,
+    skip: Sequence[PositionEncoding] = (),
+) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
+    """What ``terms`` (but ``skip``) do to the logits: ``content`` replacing ``q.k``, a
+    ``scale`` multiplying the content logits and an additive ``bias``; None where no term
+    has one. ``q`` is scaled; ``padding_mask`` as for :func:`_additive_term`."""
+    content: Optional[Tensor] = None
+    scale: Optional[Tensor] = None
+    bias: Optional[Tensor] = None
+    for term in terms:
+        if term in skip:
+            continue
+        kind = term.kind
+        if kind is PositionKind.DISTANCE_SCALE:
+            factor = term.expanded(tgt_len, src_len, q_offset, ctx)
+            scale = factor if scale is None else scale * factor
+            continue
+        if kind is PositionKind.CONTENT_LOGITS:
+            content = term.content_logits(q, k, q_offset, ctx)
+            continue
+        if tgt_len == 1 and term.by_distance_rows:
+            one_query = term.distance_rows(q, k, q_offset, ctx)
+            if one_query is not None:  # a decoding step: products, no gather
+                content = one_query.one_query_logits(k, q_offset)
+                continue
+        add = _additive_term(term, q, k, tgt_len, src_len, q_offset, padding_mask, ctx)
+        if add is not None:
+            bias = add if bias is None else bias + add
+    return content, scale, bias
 
 
 def concat_low_rank(q: Tensor, k: Tensor,
@@ -334,6 +393,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
         terms = positions.terms
         ctx: PositionContext = positions.scope.context
         tgt_len, bsz, _ = query.shape
+        saved = None if incremental_state is None else self._get_input_buffer(incremental_state)
+        if (saved is not None and tgt_len == 1 and key_padding_mask is None
+                and attn_mask is None and not (need_weights or need_head_weights)
+                and not positions.projections
+                and saved.get("prev_key_padding_mask") is None):
+            return self._decode_step(query, incremental_state, saved, positions, ctx), None
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.view(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -347,7 +412,6 @@ class PositionalMultiheadAttention(MultiheadAttention):
         q = split_heads(self.q_proj(query))
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
-        saved = None if incremental_state is None else self._get_input_buffer(incremental_state)
         q_scale = self.scaling * positions.content_scale
         for term in positions.rotations:  # it scales q too
             q, k = term.rotate_qk(q, k, _cached_length(saved), ctx, q_scale)
@@ -396,41 +460,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 
-        def bias_of(term: PositionEncoding) -> Optional[Tensor]:
-            """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``."""
-            kind = term.kind
-            if kind is PositionKind.DISTANCE_BIAS:
-                return term.expanded(tgt_len, src_len, q_offset, ctx)
-            if kind is PositionKind.PAIR_BIAS:
-                return term.pair_bias(tgt_len, src_len, q_offset, input_padding_mask, ctx)
-            if kind is PositionKind.LOW_RANK:
-                return low_rank_bias(term, tgt_len, src_len, q_offset, input_padding_mask, ctx)
-            if kind in (PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES):
-                return term.logit_bias(q, k, q_offset, ctx)
-            if kind is PositionKind.PROJECTION:
-                return term.projected_bias(tgt_len, input_padding_mask, ctx)
-            return None
-
-        mask: Optional[Tensor] = None
-        scale: Optional[Tensor] = None
-        content: Optional[Tensor] = None
-        for term in terms:
-            if term in concatenated:
-                continue
-            if term.kind is PositionKind.DISTANCE_SCALE:
-                factor = term.expanded(tgt_len, src_len, q_offset, ctx)
-                scale = factor if scale is None else scale * factor
-            elif term.kind is PositionKind.CONTENT_LOGITS:
-                content = term.content_logits(q, k, q_offset, ctx)
-            else:
-                if tgt_len == 1 and term.by_distance_rows:
-                    one_query = term.distance_rows(q, k, q_offset, ctx)
-                    if one_query is not None:  # a decoding step: products, no gather
-                        content = one_query.one_query_logits(k, q_offset)
-                        continue
-                bias = bias_of(term)
-                if bias is not None:
-                    mask = bias if mask is None else mask + bias
+        content, scale, mask = _logit_terms(terms, q, k, tgt_len, src_len, q_offset,
+                                            input_padding_mask, ctx, skip=concatenated)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -443,7 +474,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 and not explicit):
             explicit = True  # the CPU fused kernel would not differentiate the mask
             for term in concatenated:  # so these are biases after all
-                mask = mask + bias_of(term)
+                mask = mask + _additive_term(term, q, k, tgt_len, src_len, q_offset,
+                                             input_padding_mask, ctx)
             concatenated = []
 
         probs: Optional[Tensor] = None
@@ -493,6 +525,53 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 weights = weights.mean(dim=0)
         return out, weights
 
+    def _decode_step(self, query: Tensor,
+                     incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
+                     saved: Dict[str, Optional[Tensor]], positions: AttachedPositions,
+                     ctx: PositionContext) -> Tensor:
+        """A step of beam search: one query per row, no padding, no weights asked; the
+        explicit path's numbers with the fewest operations for the host to dispatch,
+        which is what bounds beam search on a GPU (module docstring;
+        ``docs/benchmark-host.md`` has the measurements)."""
+        bsz = query.size(1)
+        heads, head_dim = self.num_heads, self.head_dim
+        rows = bsz * heads
+        q = self.q_proj(query).view(bsz, heads, 1, head_dim)
+        k = self.k_proj(query).view(bsz, heads, 1, head_dim)
+        v = self.v_proj(query).view(bsz, heads, 1, head_dim)
+        q_offset = _cached_length(saved)
+        q_scale = self.scaling * positions.content_scale
+        for term in positions.rotations:  # it scales q too
+            q, k = term.rotate_qk(q, k, q_offset, ctx, q_scale)
+            q_scale = 1.0
+        if q_scale != 1.0:
+            q = q * q_scale
+        k, v, _ = self._extend_cache(incremental_state, saved, k, v, None)
+        src_len = q_offset + 1
+        content, scale, bias = _logit_terms(positions.terms, q, k, 1, src_len, q_offset,
+                                            None, ctx)
+        if content is None:
+            logits = torch.bmm(q.reshape(rows, 1, head_dim),
+                               k.reshape(rows, src_len, head_dim).transpose(1, 2))
+            logits = logits.view(bsz, heads, 1, src_len)
+        else:
+            logits = content
+        if scale is not None:
+            logits = logits * scale.to(logits.dtype)
+        if bias is not None:
+            logits = logits + (bias if bias.dtype == logits.dtype else bias.to(logits.dtype))
+        probs = torch.softmax(logits, dim=-1,
+                              dtype=torch.promote_types(logits.dtype, torch.float32))
+        if probs.dtype != logits.dtype:
+            probs = probs.to(logits.dtype)
+        dropout = self.dropout_module
+        if dropout.p > 0 and (dropout.training or dropout.apply_during_inference):
+            probs = dropout(probs)
+        out = torch.bmm(probs.reshape(rows, 1, src_len), v.reshape(rows, src_len, head_dim))
+        for term in positions.on_probabilities:
+            out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
+        return self.out_proj(out.view(1, bsz, self.embed_dim))
+
     def _extend_cache(
         self,
         incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
@@ -507,13 +586,15 @@ class PositionalMultiheadAttention(MultiheadAttention):
         if prev_key is not None and prev_value is not None:
             k = torch.cat([prev_key, k], dim=2)
             v = torch.cat([prev_value, v], dim=2)
-        key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
-            key_padding_mask=key_padding_mask,
-            prev_key_padding_mask=saved.get("prev_key_padding_mask"),
-            batch_size=k.size(0),
-            src_len=k.size(2),
-            static_kv=False,
-        )
+        prev_mask = saved.get("prev_key_padding_mask")
+        if key_padding_mask is not None or prev_mask is not None:  # else it stays None
+            key_padding_mask = MultiheadAttention._append_prev_key_padding_mask(
+                key_padding_mask=key_padding_mask,
+                prev_key_padding_mask=prev_mask,
+                batch_size=k.size(0),
+                src_len=k.size(2),
+                static_kv=False,
+            )
         saved["prev_key"], saved["prev_value"] = k, v
         saved["prev_key_padding_mask"] = key_padding_mask
         self._set_input_buffer(incremental_state, saved)

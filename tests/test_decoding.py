@@ -10,6 +10,7 @@ import pytest
 import torch
 from fairseq.sequence_generator import SequenceGenerator
 
+from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.encodings import RelativeScalarBias
 from model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_model
 
@@ -263,3 +264,29 @@ def test_pos_layers_places_the_encoding(encoding, flags, first_only):
         terms = [layer.self_attn.encoding for layer in stack.layers]
         assert terms[0] is not None
         assert (terms[1] is None) == first_only
+
+
+@pytest.mark.parametrize("encoding", ATTENTION_ENCODINGS)
+def test_step_path_and_general_path_both_equal_full_forward(encoding, monkeypatch):
+    """Beam search's steps (one query, no padding, no weights asked) take the attention's
+    step path; the general path, which steps with padding or weights take, is checked
+    against the full forward here by sending every step through it."""
+    model, d = build_model(encoding)
+    taken = []
+    step = PositionalMultiheadAttention._decode_step
+
+    def counted(self, *args):
+        taken.append(self)
+        return step(self, *args)
+
+    monkeypatch.setattr(PositionalMultiheadAttention, "_decode_step", counted)
+    assert_incremental_equals_full(model, d, steps=9)
+    assert set(taken) == {layer.self_attn for layer in model.decoder.layers}
+
+    def general(self, query, incremental_state, saved, positions, ctx):
+        return PositionalMultiheadAttention.forward(
+            self, query, query, query, incremental_state=incremental_state,
+            need_weights=True)[0]
+
+    monkeypatch.setattr(PositionalMultiheadAttention, "_decode_step", general)
+    assert_incremental_equals_full(model, d, steps=9)

@@ -289,6 +289,13 @@ class RelativeScalarBias(PositionEncoding):
 
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``."""
+        if q_len == 1 and ctx.incremental:
+            # A decoding step: one narrow of an (H, 1, R) window kept for the sequence,
+            # nothing made per step (beam search is bound by the host's work per layer).
+            r_lo, r_hi = -q_offset, k_len - 1 - q_offset
+            return ctx.window(self, "step rows", r_lo, r_hi, lambda lo, hi: Window(
+                self.distance_bias(lo, hi).unsqueeze(-2), lo, hi)).rows(r_lo, r_hi)
+
         def compute() -> Tensor:
             table, r_lo = self.distance_table(q_len, k_len, q_offset, ctx)
             return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
