@@ -301,8 +301,7 @@ class RelativeScalarBias(PositionEncoding):
             return expand_distance_bias(table, r_lo, q_len, k_len, q_offset)
 
         # Kept while the key is the same: the layers that share the term read it once per
-        # forward, and a decoding step's row once per step (beam search is bound by the
-        # host's work per layer, not by this slice's bytes).
+        # forward (a single query outside a decoding context too).
         return ctx.latest(self, "expanded", (q_len, k_len, q_offset), compute)
 
 
