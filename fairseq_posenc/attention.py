@@ -131,6 +131,15 @@ def _unattended_queries(key_padding_mask: Tensor,
     return unattended if bool(unattended.any()) else None
 
 
+def _softmax(logits: Tensor) -> Tensor:
+    """The attention probabilities, in the logits' dtype. fairseq's ``utils.softmax``
+    works in float32 (fp16 safety) but would also round float64 down: at least float32
+    here, and never less than the input."""
+    probs = torch.softmax(logits, dim=-1,
+                          dtype=torch.promote_types(logits.dtype, torch.float32))
+    return probs if probs.dtype == logits.dtype else probs.to(logits.dtype)
+
+
 def _cached_length(saved: Optional[Dict[str, Optional[Tensor]]]) -> int:
     """Positions already in a layer's incremental buffer (None: not decoding)."""
     prev_key = None if saved is None else saved.get("prev_key")
@@ -225,6 +234,9 @@ class AttachedPositions:
     projections: tuple[PositionEncoding, ...] = ()
     rotations: tuple[PositionEncoding, ...] = ()
     on_probabilities: tuple[PositionEncoding, ...] = ()
+    #: Terms read by clipped distance (``by_clipped_distance``): a decoding step adds
+    #: their rows by key to its keys and values (:meth:`PositionEncoding.rows_by_key`).
+    by_key: tuple[PositionEncoding, ...] = ()
     #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
     #: :data:`NEEDS_LOGITS`).
     sized: tuple[PositionEncoding, ...] = ()
@@ -246,6 +258,7 @@ class AttachedPositions:
                    projections=of_kind(PositionKind.PROJECTION),
                    rotations=of_kind(PositionKind.ROTATION),
                    on_probabilities=of_kind(PositionKind.PROBABILITIES),
+                   by_key=tuple(t for t in terms if t.by_clipped_distance),
                    sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
                    needs_logits=bool(of_kind(*NEEDS_LOGITS)))
 
@@ -492,13 +505,10 @@ class PositionalMultiheadAttention(MultiheadAttention):
                           else _unattended_queries(key_padding_mask, attn_mask))
             if unattended is not None:
                 logits = logits.masked_fill(unattended, 0.0)
-            # fairseq's utils.softmax works in float32 (fp16 safety) but would also round
-            # float64 down; keep at least float32 and never less than the input.
-            probs = torch.softmax(logits, dim=-1, dtype=torch.promote_types(
-                logits.dtype, torch.float32)).type_as(logits)
+            probs = _softmax(logits)
             if unattended is not None:
                 probs = probs.masked_fill(unattended, 0.0)
-            dropped = self.dropout_module(probs)
+            dropped = self._attention_dropout(probs)
             out = torch.matmul(dropped, v)
             for term in positions.on_probabilities:
                 out = out + term.value_term(dropped, q_offset, ctx)
@@ -525,6 +535,14 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 weights = weights.mean(dim=0)
         return out, weights
 
+    def _attention_dropout(self, probs: Tensor) -> Tensor:
+        """fairseq's attention dropout, called only when it acts: a decoding step's every
+        call counts (the host's work bounds beam search)."""
+        dropout = self.dropout_module
+        if dropout.p > 0 and (dropout.training or dropout.apply_during_inference):
+            return dropout(probs)
+        return probs
+
     def _decode_step(self, query: Tensor,
                      incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
                      saved: Dict[str, Optional[Tensor]], positions: AttachedPositions,
@@ -548,28 +566,40 @@ class PositionalMultiheadAttention(MultiheadAttention):
             q = q * q_scale
         k, v, _ = self._extend_cache(incremental_state, saved, k, v, None)
         src_len = q_offset + 1
+        # Terms read by clipped distance (Shaw): for one query, rows by key added to the
+        # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the
+        # product it adds to (baddbmm, addmm) instead of a product and a sum of its own.
+        by_key: Optional[Tensor] = None
+        value_rows: list[Tensor] = []
+        for term in positions.by_key:
+            key_table, value_table = term.rows_by_key(q_offset, src_len, q.dtype, ctx)
+            product = torch.mm(q.view(rows, head_dim), key_table.t())
+            by_key = product if by_key is None else by_key + product
+            if value_table is not None:
+                value_rows.append(value_table)
         content, scale, bias = _logit_terms(positions.terms, q, k, 1, src_len, q_offset,
-                                            None, ctx)
+                                            None, ctx, skip=positions.by_key)
         if content is None:
-            logits = torch.bmm(q.reshape(rows, 1, head_dim),
-                               k.reshape(rows, src_len, head_dim).transpose(1, 2))
+            q_rows = q.view(rows, 1, head_dim)
+            k_rows = k.view(rows, src_len, head_dim).transpose(1, 2)
+            logits = (torch.bmm(q_rows, k_rows) if by_key is None
+                      else torch.baddbmm(by_key.view(rows, 1, src_len), q_rows, k_rows))
             logits = logits.view(bsz, heads, 1, src_len)
         else:
             logits = content
+            if by_key is not None:
+                logits = logits + by_key.view(bsz, heads, 1, src_len)
         if scale is not None:
             logits = logits * scale.to(logits.dtype)
         if bias is not None:
             logits = logits + (bias if bias.dtype == logits.dtype else bias.to(logits.dtype))
-        probs = torch.softmax(logits, dim=-1,
-                              dtype=torch.promote_types(logits.dtype, torch.float32))
-        if probs.dtype != logits.dtype:
-            probs = probs.to(logits.dtype)
-        dropout = self.dropout_module
-        if dropout.p > 0 and (dropout.training or dropout.apply_during_inference):
-            probs = dropout(probs)
-        out = torch.bmm(probs.reshape(rows, 1, src_len), v.reshape(rows, src_len, head_dim))
+        probs = self._attention_dropout(_softmax(logits))
+        out = torch.bmm(probs.reshape(rows, 1, src_len), v.view(rows, src_len, head_dim))
+        for table in value_rows:
+            out = torch.addmm(out.view(rows, head_dim), probs.view(rows, src_len), table)
         for term in positions.on_probabilities:
-            out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
+            if term not in positions.by_key:
+                out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
         return self.out_proj(out.view(1, bsz, self.embed_dim))
 
     def _extend_cache(

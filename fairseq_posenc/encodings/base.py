@@ -84,17 +84,24 @@ class DistanceRows:
                              f"{-q_offset}..{k_len - 1 - q_offset}; the rows have "
                              f"{self.r_lo}..{self.r_lo + a_q.size(-1) - 1}")
         batch, heads, _, dim = x_q.shape
+        rows = batch * heads
+
+        def columns(table: Tensor) -> Tensor:  # a step's own table has just these
+            width = table.size(-1)
+            return table if start == 0 and width == k_len else table.narrow(-1, start, k_len)
+
+        q_rows = self.q_content.reshape(rows, 1, dim)
+        k_rows = k.reshape(rows, k_len, dim).transpose(1, 2)
+        if self.key is None:
+            logits = torch.bmm(q_rows, k_rows)
+        else:  # the key-side term joins the content product
+            x_k, a_k = self.key
+            by_key = (x_k * columns(a_k).transpose(-1, -2)).sum(-1)  # (B, H, k_len)
+            logits = torch.baddbmm(by_key.view(rows, 1, k_len), q_rows, k_rows)
         # (H, B, d) @ (H, d, k_len): the table is not copied per sentence, as a broadcast
         # matmul over (B, H) would.
-        by_query = torch.bmm(x_q.transpose(0, 1).reshape(heads, batch, dim),
-                             a_q.narrow(-1, start, k_len))
-        logits = (torch.matmul(self.q_content, k.transpose(-1, -2))
-                  + by_query.transpose(0, 1).unsqueeze(2))
-        if self.key is not None:
-            x_k, a_k = self.key
-            by_key = (x_k * a_k.narrow(-1, start, k_len).transpose(-1, -2)).sum(-1)
-            logits = logits + by_key.unsqueeze(2)
-        return logits
+        by_query = torch.bmm(x_q.reshape(batch, heads, dim).transpose(0, 1), columns(a_q))
+        return (logits.view(batch, heads, k_len) + by_query.transpose(0, 1)).unsqueeze(2)
 
 
 class PositionEncoding(nn.Module):
@@ -201,6 +208,14 @@ class PositionEncoding(nn.Module):
     def clipped_tables(self, q: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
         """``by_clipped_distance``: ``key_rows`` ``(B, H, q_len, R)`` from the scaled queries,
         the value table ``(R, d_h)`` (or None: keys only), and ``r_lo``."""
+        raise NotImplementedError
+
+    def rows_by_key(self, q_offset: int, k_len: int, dtype: torch.dtype,
+                    ctx: PositionContext) -> tuple[Tensor, Optional[Tensor]]:
+        """``by_clipped_distance``, one query at ``q_offset`` (a decoding step): the key
+        table's row for each key ``j``, ``(k_len, d_h)``, and the value table's (or None),
+        so that the logits are ``q.(k_j + key_rows[j])`` and the output
+        ``sum_j p_j (v_j + value_rows[j])``."""
         raise NotImplementedError
 
     def terms(self) -> tuple["PositionEncoding", ...]:

@@ -10,8 +10,8 @@ On CUDA in half precision a sequence's rotation is one fused pass
 (:mod:`fairseq_posenc.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
 complex64 product without its float32 copies. A decoding step puts every row at one
 position, so its rotation is one ``d_h x d_h`` matrix product per tensor (entries from
-float64 angles, rounded once to the model's precision; the queries' with the attention's
-``1/sqrt(d_h)`` folded in), the fewest kernels for the host to launch, which is what
+float64 angles, the queries' times the attention's ``1/sqrt(d_h)``, rounded once to the
+model's precision), the fewest kernels for the host to launch, which is what
 bounds beam search.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
@@ -98,16 +98,17 @@ class Rope(PositionEncoding):
 
         return ctx.window(self, f"rotations {dtype}", 0, end - 1, compute).table
 
-    def _step_matrices(self, position: int, dtype: torch.dtype,
-                       ctx: PositionContext) -> Tensor:
-        """The rotation at ``position`` as a real ``(d_h, d_h)`` matrix ``M`` acting on rows,
-        ``x M``: pairs ``(x_2i, x_2i+1) -> (x_2i cos - x_2i+1 sin, x_2i sin + x_2i+1 cos)``,
-        the angles in float64 and each entry rounded once to ``dtype``. Kept for the decoded
-        sequence as a window of positions: a step reads its matrix."""
+    def _step_matrix(self, position: int, dtype: torch.dtype, scale: float,
+                     ctx: PositionContext) -> Tensor:
+        """The rotation at ``position`` times ``scale`` as a real ``(d_h, d_h)`` matrix
+        ``M`` acting on rows, ``x M``: pairs ``(x_2i, x_2i+1) -> scale (x_2i cos - x_2i+1
+        sin, x_2i sin + x_2i+1 cos)``, computed in float64 and each entry rounded once to
+        ``dtype``. Kept for the decoded sequence as a window of positions (one per scale:
+        the queries' carries the attention's ``1/sqrt(d_h)``): a step reads its matrix."""
         def compute(lo: int, hi: int) -> Window:
             positions = torch.arange(hi + 1, dtype=torch.float64, device=self.theta.device)
             angles = positions[:, None] * self.theta  # (n, d/2)
-            cos, sin = angles.cos(), angles.sin()
+            cos, sin = angles.cos() * scale, angles.sin() * scale
             # blocks[n, i] = [[cos, sin], [-sin, cos]]: row 2i (x_2i), row 2i+1 (x_2i+1)
             blocks = torch.stack([torch.stack([cos, sin], -1),
                                   torch.stack([-sin, cos], -1)], -2)  # (n, d/2, 2, 2)
@@ -117,7 +118,8 @@ class Rope(PositionEncoding):
             matrices = (eye[None, :, None, :, None] * blocks[:, :, :, None, :])
             return Window(matrices.reshape(-1, 2 * pairs, 2 * pairs).to(dtype), 0, hi, dim=0)
 
-        return ctx.window(self, f"step matrices {dtype}", 0, position, compute).table[position]
+        window = ctx.window(self, f"step matrices {dtype} x{scale!r}", 0, position, compute)
+        return window.table[position]
 
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
                   q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
@@ -127,11 +129,8 @@ class Rope(PositionEncoding):
             # own). Beam search is bound by the host's work per layer; the complex product
             # took 3 kernels per tensor in half precision (a float32 copy, the product, a
             # cast back) and several views.
-            matrix = self._step_matrices(q_offset, q.dtype, ctx)
-            scaled = matrix if q_scale == 1.0 else ctx.latest(
-                self, "scaled step matrix", (q_offset, q.dtype, q_scale),
-                lambda: matrix * q_scale)
-            return torch.matmul(q, scaled), torch.matmul(k, matrix)
+            return (torch.matmul(q, self._step_matrix(q_offset, q.dtype, q_scale, ctx)),
+                    torch.matmul(k, self._step_matrix(q_offset, q.dtype, 1.0, ctx)))
         if q_scale != 1.0:
             q = q * q_scale
         end = q_offset + q.size(-2)

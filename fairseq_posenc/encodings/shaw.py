@@ -70,24 +70,28 @@ class Shaw(PositionEncoding):
         value = None if self.rel_value is None else self.rel_value.to(q.dtype)
         return torch.matmul(q, self.rel_key.to(q.dtype).t()), value, self.r_lo
 
-    def _by_key(self, table: Tensor, what: str, q_offset: int, k_len: int,
-                ctx: PositionContext) -> Tensor:
-        """One query at ``q_offset`` (a decoding step): ``table[c]`` for each key ``j``,
-        ``c = clip(j - q_offset)``, as ``(k_len, d_h)``. Content-free, so a slice of a
-        window by distance kept in the context (for the whole decoded sequence): the step
-        multiplies by it and gathers nothing (beam search is bound by kernel launches)."""
+    def rows_by_key(self, q_offset: int, k_len: int, dtype: torch.dtype,
+                    ctx: PositionContext) -> tuple[Tensor, Optional[Tensor]]:
+        """``aK[c]`` and ``aV[c]`` for each key ``j``, ``c = clip(j - q_offset)``, as
+        ``(k_len, d_h)`` in ``dtype``. Content-free, so a slice of one window by distance
+        kept in the context (for the whole decoded sequence): a step multiplies by the
+        rows and gathers nothing (beam search is bound by kernel launches)."""
         def compute(lo: int, hi: int) -> Window:
-            r = torch.arange(lo, hi + 1, device=table.device)
-            return Window(table[clipped_index(r, self.r_lo, self.r_hi)], lo, hi, dim=0)
+            r = torch.arange(lo, hi + 1, device=self.rel_key.device)
+            index = clipped_index(r, self.r_lo, self.r_hi)
+            tables = [self.rel_key] if self.rel_value is None else [self.rel_key,
+                                                                    self.rel_value]
+            return Window(torch.stack(tables)[:, index].to(dtype), lo, hi, dim=1)
 
         lo, hi = -q_offset, k_len - 1 - q_offset
-        return ctx.window(self, what, lo, hi, compute).rows(lo, hi)
+        rows = ctx.window(self, f"rows by key {dtype}", lo, hi, compute).rows(lo, hi)
+        return rows[0], (rows[1] if rows.size(0) > 1 else None)
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         k_len = k.size(-2)
         if q.size(-2) == 1:
-            rows = self._by_key(self.rel_key, "key", q_offset, k_len, ctx)
-            return torch.matmul(q, rows.to(q.dtype).t())
+            key_rows, _ = self.rows_by_key(q_offset, k_len, q.dtype, ctx)
+            return torch.matmul(q, key_rows.t())
         idx = self._index(q.size(-2), k_len, q_offset, ctx)
         per_distance = torch.matmul(q, self.rel_key.to(q.dtype).t())  # B, H, q, 2k+1
         return read_by_clipped_distance(per_distance, idx, q_offset, self.r_lo, self.r_hi)
@@ -100,7 +104,7 @@ class Shaw(PositionEncoding):
             # clipped distance, one product. With the sums by clipped distance below,
             # beam-10 translation took 1.50x stock's time, with a scatter_add per step
             # 1.26x (H100, fp16, 64 x 128 tokens).
-            by_key = self._by_key(self.rel_value, "value", q_offset, k_len, ctx)
-            return torch.matmul(probs, by_key.to(probs.dtype))
+            _, value_rows = self.rows_by_key(q_offset, k_len, probs.dtype, ctx)
+            return torch.matmul(probs, value_rows)
         per_distance = sum_by_clipped_distance(probs, q_offset, self.r_lo, self.r_hi)
         return torch.matmul(per_distance, self.rel_value.to(probs.dtype))

@@ -133,25 +133,26 @@ class TransformerXL(PositionEncoding):
             r_lo, r_hi = max(r_lo, -self.clamp), min(r_hi, self.clamp)
         return r_lo, r_hi
 
-    def _projected(self, r_lo: int, r_hi: int, ctx: PositionContext) -> Window:
+    def _projected(self, r_lo: int, r_hi: int, dtype: torch.dtype,
+                   ctx: PositionContext) -> Window:
         """``(W_R R_{-r})`` per head for (at least) ``r`` in ``[r_lo, r_hi]``, as
-        ``(H, d_h, distances)``; cached per layer."""
+        ``(H, d_h, distances)`` in ``dtype``; cached per layer."""
         def compute(lo: int, hi: int) -> Window:
             if self.clamp is not None:
                 lo, hi = max(lo, -self.clamp), min(hi, self.clamp)
             r = torch.arange(lo, hi + 1, device=self.r_proj.device)
             sinusoid = xl_sinusoid(-r, self.r_proj.size(0)).to(self.r_proj.dtype)  # R_{i-j}
             table = F.linear(sinusoid, self.r_proj).view(len(r), self.num_heads, self.head_dim)
-            return Window(table.permute(1, 2, 0), lo, hi)
+            return Window(table.permute(1, 2, 0).to(dtype), lo, hi)
 
-        return ctx.window(self, "projected", r_lo, r_hi, compute)
+        return ctx.window(self, f"projected {dtype}", r_lo, r_hi, compute)
 
     def _table_and_biases(self, q: Tensor, r_lo: int, r_hi: int,
                           ctx: PositionContext) -> tuple[Tensor, Tensor, Tensor]:
         """``W_R R`` as ``(H, d_h, R)`` and ``u``, ``v`` as ``(H, 1, d_h)``, scaled: once
         per forward (per decoded sequence) for the layers that share them, not in every
         layer and decoding step."""
-        table = self._projected(r_lo, r_hi, ctx).rows(r_lo, r_hi).to(q.dtype)
+        table = self._projected(r_lo, r_hi, q.dtype, ctx).rows(r_lo, r_hi)
 
         def scaled() -> tuple[Tensor, Tensor]:
             scale = 1.0 / math.sqrt(self.head_dim)
