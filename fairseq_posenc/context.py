@@ -111,8 +111,8 @@ class PositionContext:
         step, so it allocates ahead and the following steps only slice: a sentence of up
         to 64 tokens computes each table once, at its first step. Grown from 16, tables
         were recomputed at steps 1, 19 and 55, which cost a decoder self-attention layer
-        of ``xl`` 1.44 against 1.35x stock's time per step over 30 steps, ``diet_rel``
-        1.15 against 1.07 (``docs/benchmark-host.md``)."""
+        of ``xl`` 1.44 against 1.35x stock's time per step over 30 steps
+        (``docs/benchmark-host.md``)."""
         return 2 * n + 64 if self.incremental else n
 
     def window(self, owner: Hashable, what: str, lo: int, hi: int,
