@@ -49,8 +49,9 @@ def test_incremental_equals_full_forward_with_beam_reordering(encoding):
 ])
 def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
     """Decoding steps read content-free tables from windows that the context grows
-    (16 positions, then twice what is needed): 22 steps grow each one twice."""
-    assert_incremental_equals_full(*build_model(encoding, flags), steps=22)
+    (64 positions at the first step, then twice what is needed and 64 more): 67 steps
+    read each one past its first window."""
+    assert_incremental_equals_full(*build_model(encoding, flags), steps=67)
 
 
 def assert_incremental_equals_full(model, d, steps: int) -> None:
