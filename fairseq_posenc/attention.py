@@ -115,6 +115,9 @@ MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
 #: Kinds that need the logits written out (the explicit path), unless fused.
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
+#: Additive kinds that depend on positions only, given the padding.
+CONTENT_FREE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
+                          PositionKind.LOW_RANK})
 #: Kinds the fused distance kernel runs (:mod:`fairseq_posenc.kernels.distance`).
 FUSED_DISTANCE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.DISTANCE_SCALE})
 
@@ -237,6 +240,13 @@ class AttachedPositions:
     #: Terms read by clipped distance (``by_clipped_distance``): a decoding step adds
     #: their rows by key to its keys and values (:meth:`PositionEncoding.rows_by_key`).
     by_key: tuple[PositionEncoding, ...] = ()
+    #: Two or more terms whose step row depends on positions only (:data:`CONTENT_FREE`;
+    #: a step has no padding; TUPE-R's): summed once per decoding step for the layers
+    #: that share them. One such term reads its own cached row (a ``narrow``), which was
+    #: cheaper than looking up a sum where layers have their own tables (``diet_rel``).
+    #: ``step_terms``: the terms a decoding step computes itself (not ``by_key``).
+    content_free: tuple[PositionEncoding, ...] = ()
+    step_terms: tuple[PositionEncoding, ...] = ()
     #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
     #: :data:`NEEDS_LOGITS`).
     sized: tuple[PositionEncoding, ...] = ()
@@ -254,11 +264,17 @@ class AttachedPositions:
         def of_kind(*kinds: PositionKind) -> tuple[PositionEncoding, ...]:
             return tuple(t for t in terms if t.kind in kinds)
 
+        by_key = tuple(t for t in terms if t.by_clipped_distance)
+        content_free = of_kind(*CONTENT_FREE)
+        if len(content_free) < 2:
+            content_free = ()
         return cls(encoding, terms, scope,
                    projections=of_kind(PositionKind.PROJECTION),
                    rotations=of_kind(PositionKind.ROTATION),
                    on_probabilities=of_kind(PositionKind.PROBABILITIES),
-                   by_key=tuple(t for t in terms if t.by_clipped_distance),
+                   by_key=by_key, content_free=content_free,
+                   step_terms=tuple(t for t in terms
+                                    if t not in by_key and t not in content_free),
                    sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
                    needs_logits=bool(of_kind(*NEEDS_LOGITS)))
 
@@ -577,8 +593,22 @@ class PositionalMultiheadAttention(MultiheadAttention):
             by_key = product if by_key is None else by_key + product
             if value_table is not None:
                 value_rows.append(value_table)
-        content, scale, bias = _logit_terms(positions.terms, q, k, 1, src_len, q_offset,
-                                            None, ctx, skip=positions.by_key)
+        content, scale, bias = _logit_terms(positions.step_terms, q, k, 1, src_len,
+                                            q_offset, None, ctx)
+        if positions.content_free:
+            def step_bias() -> Tensor:
+                rows_: Optional[Tensor] = None
+                for term in positions.content_free:
+                    add = _additive_term(term, q, k, 1, src_len, q_offset, None, ctx)
+                    rows_ = add if rows_ is None else rows_ + add
+                assert rows_ is not None
+                return rows_ if rows_.dtype == q.dtype else rows_.to(q.dtype)
+
+            # Layers that share the terms (the same modules) read one sum per step:
+            # TUPE-R's layer step 1.17 -> 1.10 of stock's (docs/benchmark-host.md).
+            free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
+                              step_bias)
+            bias = free if bias is None else bias + free
         if content is None:
             q_rows = q.view(rows, 1, head_dim)
             k_rows = k.view(rows, src_len, head_dim).transpose(1, 2)
