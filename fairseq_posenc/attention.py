@@ -605,7 +605,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 return rows_ if rows_.dtype == q.dtype else rows_.to(q.dtype)
 
             # Layers that share the terms (the same modules) read one sum per step:
-            # TUPE-R's layer step 1.17 -> 1.10 of stock's (docs/benchmark-host.md).
+            # TUPE-R's layer step 1.16-1.19 -> 1.05-1.09 of stock's (docs/benchmark-host.md).
             free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
                               step_bias)
             bias = free if bias is None else bias + free
