@@ -597,12 +597,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
                                             q_offset, None, ctx)
         if positions.content_free:
             def step_bias() -> Tensor:
-                rows_: Optional[Tensor] = None
+                total: Optional[Tensor] = None
                 for term in positions.content_free:
                     add = _additive_term(term, q, k, 1, src_len, q_offset, None, ctx)
-                    rows_ = add if rows_ is None else rows_ + add
-                assert rows_ is not None
-                return rows_ if rows_.dtype == q.dtype else rows_.to(q.dtype)
+                    total = add if total is None else total + add
+                assert total is not None
+                return total if total.dtype == q.dtype else total.to(q.dtype)
 
             # Layers that share the terms (the same modules) read one sum per step:
             # TUPE-R's layer step 1.16-1.19 -> 1.05-1.09 of stock's (docs/benchmark-host.md).
