@@ -597,11 +597,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
                                             q_offset, None, ctx)
         if positions.content_free:
             def step_bias() -> Tensor:
-                total: Optional[Tensor] = None
-                for term in positions.content_free:
-                    add = _additive_term(term, q, k, 1, src_len, q_offset, None, ctx)
-                    total = add if total is None else total + add
-                assert total is not None
+                total = _logit_terms(positions.content_free, q, k, 1, src_len, q_offset,
+                                     None, ctx)[2]
+                assert total is not None  # content-free kinds are additive
                 return total if total.dtype == q.dtype else total.to(q.dtype)
 
             # Layers that share the terms (the same modules) read one sum per step:
