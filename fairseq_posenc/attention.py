@@ -244,9 +244,11 @@ class AttachedPositions:
     #: a step has no padding; TUPE-R's): summed once per decoding step for the layers
     #: that share them. One such term reads its own cached row (a ``narrow``), which was
     #: cheaper than looking up a sum where layers have their own tables (``diet_rel``).
-    #: ``step_terms``: the terms a decoding step computes itself (not ``by_key``).
+    #: ``step_terms``: the terms a decoding step computes itself (not ``by_key``), and
+    #: ``step_value_terms`` those of them with a value term.
     content_free: tuple[PositionEncoding, ...] = ()
     step_terms: tuple[PositionEncoding, ...] = ()
+    step_value_terms: tuple[PositionEncoding, ...] = ()
     #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
     #: :data:`NEEDS_LOGITS`).
     sized: tuple[PositionEncoding, ...] = ()
@@ -268,13 +270,15 @@ class AttachedPositions:
         content_free = of_kind(*CONTENT_FREE)
         if len(content_free) < 2:
             content_free = ()
+        step_terms = tuple(t for t in terms if t not in by_key and t not in content_free)
         return cls(encoding, terms, scope,
                    projections=of_kind(PositionKind.PROJECTION),
                    rotations=of_kind(PositionKind.ROTATION),
                    on_probabilities=of_kind(PositionKind.PROBABILITIES),
                    by_key=by_key, content_free=content_free,
-                   step_terms=tuple(t for t in terms
-                                    if t not in by_key and t not in content_free),
+                   step_terms=step_terms,
+                   step_value_terms=tuple(t for t in step_terms
+                                          if t.kind is PositionKind.PROBABILITIES),
                    sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
                    needs_logits=bool(of_kind(*NEEDS_LOGITS)))
 
@@ -625,9 +629,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
         out = torch.bmm(probs.reshape(rows, 1, src_len), v.view(rows, src_len, head_dim))
         for table in value_rows:
             out = torch.addmm(out.view(rows, head_dim), probs.view(rows, src_len), table)
-        for term in positions.on_probabilities:
-            if term not in positions.by_key:
-                out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
+        for term in positions.step_value_terms:
+            out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
         return self.out_proj(out.view(1, bsz, self.embed_dim))
 
     def _extend_cache(
