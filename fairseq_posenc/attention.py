@@ -38,14 +38,15 @@ Two paths:
   by clipped distance), or a content term by distance (``by_distance_rows``:
   Transformer-XL's and Huang et al.'s method 4's, as products read by distance, where no
   clip makes distances share a vector) that is the layer's only ``len x len`` term runs,
-  on CUDA in half precision without attention dropout, in the fused kernel of
+  on CUDA in half precision, in the fused kernel of
   :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
-  :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype): the
-  ``(H, R)`` table read inside its tiles as a summand or a factor, padding as a ``(B, T)``
-  mask, the decoder's future mask as causality, the table's gradient summed by distance
-  in the kernel. No ``len x len`` tensor, where ``scaled_dot_product_attention`` with the
-  bias and its gradient took 2.84 ms against 1.00 ms with a padding mask (H100, fp16,
-  B=64, T=512).
+  :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype, with
+  attention dropout as its own variant): the ``(H, R)`` table read inside its tiles as a
+  summand or a factor, padding as a ``(B, T)`` mask, the decoder's future mask as
+  causality, attention dropout as a mask drawn inside the tiles, the table's gradient
+  summed by distance in the kernel. No ``len x len`` tensor, where
+  ``scaled_dot_product_attention`` with the bias and its gradient took 2.84 ms against
+  1.00 ms with a padding mask (H100, fp16, B=64, T=512).
   A concatenated low-rank term (TUPE-R's) joins it as extra dimensions. Elsewhere, and with
   ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
 * explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
@@ -357,9 +358,6 @@ class PositionalMultiheadAttention(MultiheadAttention):
         if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance
                 or term.by_distance_rows) or self.distance_kernel == "bias":
             return False
-        if self.dropout_module.p > 0 and (
-                self.training or self.dropout_module.apply_during_inference):
-            return False  # the kernel has no attention dropout
         # fairseq gives self-attention one attn_mask, the decoder's future mask over a
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
@@ -367,6 +365,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
         family = ("clipped" if term.by_clipped_distance else "rows" if term.by_distance_rows
                   else "distance_factor" if term.kind is PositionKind.DISTANCE_SCALE
                   else "distance")
+        if self._dropout_p():  # the variant with attention dropout, checked on its own
+            family += " dropout"
         if not (self.distance_kernel == "fused" or fused_by_default(family, q)):
             return False
         if term.by_clipped_distance:  # its rows must fit a tile
@@ -381,29 +381,35 @@ class PositionalMultiheadAttention(MultiheadAttention):
                         ctx: PositionContext, rows: Optional[DistanceRows]) -> Tensor:
         """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``;
         ``q`` and ``k`` carry any concatenated low-rank dimensions already; ``rows``: a
-        term's :meth:`~PositionEncoding.distance_rows`."""
+        term's :meth:`~PositionEncoding.distance_rows`. Attention dropout is the
+        kernel's own: the same distribution as fairseq's, its mask drawn inside the tiles
+        (:func:`~fairseq_posenc.kernels.distance.dropout_keep`)."""
         from .kernels.distance import (
             clipped_relative_attention,
             distance_attention,
             distance_rows_attention,
         )
 
+        dropout_p = self._dropout_p()
+
         if rows is not None:  # Transformer-XL, Huang 4: products read by distance
             return distance_rows_attention(rows.q_content, k, v, rows.query, rows.r_lo,
-                                           q_offset, key_padding_mask, causal, rows.key)
+                                           q_offset, key_padding_mask, causal, rows.key,
+                                           dropout_p)
 
         if term.by_clipped_distance:  # Shaw: rows per query, the value term by distance
             key_rows, value_table, r_lo = term.clipped_tables(q)
             out, by_distance = clipped_relative_attention(
                 q, k, v, key_rows, r_lo, q_offset, key_padding_mask, causal,
-                by_distance=value_table is not None)
+                by_distance=value_table is not None, dropout_p=dropout_p)
             if by_distance is not None:
                 out = out + by_distance.to(out.dtype) @ value_table
             return out
         table, r_lo = term.distance_table(tgt_len, src_len, q_offset, ctx)
         return distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
                                   causal=causal,
-                                  factor=term.kind is PositionKind.DISTANCE_SCALE)
+                                  factor=term.kind is PositionKind.DISTANCE_SCALE,
+                                  dropout_p=dropout_p)
 
     def forward(
         self,
@@ -537,13 +543,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 q, k = concatenate(q, k)
             if mask is not None and mask.dim() < 4:
                 mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
-            apply_dropout = self.training or self.dropout_module.apply_during_inference
             out = F.scaled_dot_product_attention(
                 q,
                 k,
                 v,
                 attn_mask=mask,
-                dropout_p=self.dropout_module.p if apply_dropout else 0.0,
+                dropout_p=self._dropout_p(),
                 scale=1.0,  # q is already scaled, as the position terms expect
             )
         out = self.out_proj(out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim))
@@ -555,13 +560,18 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 weights = weights.mean(dim=0)
         return out, weights
 
+    def _dropout_p(self) -> float:
+        """The attention dropout's probability where it acts (training, or fairseq's
+        ``apply_during_inference``), else 0."""
+        dropout = self.dropout_module
+        if dropout.p > 0 and (dropout.training or dropout.apply_during_inference):
+            return dropout.p
+        return 0.0
+
     def _attention_dropout(self, probs: Tensor) -> Tensor:
         """fairseq's attention dropout, called only when it acts: a decoding step's every
         call counts (the host's work bounds beam search)."""
-        dropout = self.dropout_module
-        if dropout.p > 0 and (dropout.training or dropout.apply_during_inference):
-            return dropout(probs)
-        return probs
+        return self.dropout_module(probs) if self._dropout_p() else probs
 
     def _decode_step(self, query: Tensor,
                      incremental_state: Dict[str, Dict[str, Optional[Tensor]]],

@@ -29,9 +29,15 @@ from test_kernels import layer_run
 kernels = kernel_module("distance")
 
 
-def naive(q, k, v, table, r_lo, q_offset, padding, causal, factor):
+def dropped(probs, keep, dropout_p):
+    """Attention dropout as written: the kept probabilities over ``1 - p``, the rest 0."""
+    return probs if keep is None else probs * keep.to(probs.dtype) / (1 - dropout_p)
+
+
+def naive(q, k, v, table, r_lo, q_offset, padding, causal, factor, keep=None, dropout_p=0.0):
     """The attention as written: every logit (``q.k + b`` or ``q.k * b``), a boolean mask,
-    a softmax, zeros for rows that see no key."""
+    a softmax, zeros for rows that see no key; with ``keep``, the probabilities dropped
+    where it is False."""
     q_len, k_len = q.size(2), k.size(2)
     i = torch.arange(q_len, device=q.device)[:, None] + q_offset
     j = torch.arange(k_len, device=q.device)[None, :]
@@ -44,7 +50,7 @@ def naive(q, k, v, table, r_lo, q_offset, padding, causal, factor):
     if causal:
         blocked = blocked | (j > i)
     probs = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
-    return probs.nan_to_num(0.0) @ v
+    return dropped(probs.nan_to_num(0.0), keep, dropout_p) @ v
 
 
 # (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table heads, table grad,
@@ -60,9 +66,18 @@ CONFIGS = {
 }
 
 
-def run_both(config, dtype, seed=0):
+def keep_mask(batch, heads, q_len, k_len, dropout_p, seed=1234):
+    """The kernels' seed and the mask they draw from it, written out (on CPU)."""
+    if not dropout_p:
+        return None, None
+    seed = torch.tensor([seed], dtype=torch.int64, device=DEVICE)
+    return seed, kernels.dropout_keep(seed, batch, heads, q_len, k_len, dropout_p).cpu()
+
+
+def run_both(config, dtype, seed=0, dropout_p=0.0):
     """The kernel in ``dtype`` and the naive softmax in float64 on the same (rounded)
-    inputs: outputs and the gradients of q, k, v and the table."""
+    inputs: outputs and the gradients of q, k, v and the table; with ``dropout_p``, the
+    naive softmax drops the probabilities where the kernel's mask does."""
     (batch, heads, q_len, k_len, d_qk, d_v, q_offset, causal, table_heads, table_grad,
      factor) = config
     g = torch.Generator().manual_seed(seed)
@@ -88,11 +103,12 @@ def run_both(config, dtype, seed=0):
         return out.double().detach().cpu(), [None if t.grad is None else t.grad.double().cpu()
                                               for t in tensors]
 
+    drop_seed, keep = keep_mask(batch, heads, q_len, k_len, dropout_p)
     dev = [t.to(DEVICE, dtype) for t in x + [table]]
     got = grads(dev, lambda q, k, v, t: kernels.distance_attention(
-        q, k, v, t, r_lo, q_offset, padding.to(DEVICE), causal, factor))
+        q, k, v, t, r_lo, q_offset, padding.to(DEVICE), causal, factor, dropout_p, drop_seed))
     ref = grads(x + [table], lambda q, k, v, t: naive(
-        q, k, v, t, r_lo, q_offset, padding, causal, factor))
+        q, k, v, t, r_lo, q_offset, padding, causal, factor, keep, dropout_p))
     return got, ref
 
 
@@ -135,6 +151,103 @@ def test_rows_with_no_key_are_zero_with_zero_gradients():
     assert out[0, :, :4].abs().max() == 0  # rows 0-3 of sentence 0 see only padding
     assert torch.isfinite(torch.cat([g.flatten() for g in grads])).all()
     assert grads[0][0, :, :4].abs().max() == 0
+
+
+# Attention dropout: the kernels drop probabilities by a mask they draw inside their tiles
+# (Philox, by seed and position); the references drop the ones that mask drops, written
+# out by ``dropout_keep``.
+DROPOUT_CASES = ["encoder, left padding", "decoder, causal, rows with no key",
+                 "queries after a cache, extra q.k dims", "a factor (Huang), two tiles"]
+
+
+@pytest.mark.parametrize("name", DROPOUT_CASES)
+def test_dropout_equals_the_naive_softmax_with_its_mask(name):
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float32, dropout_p=0.3)
+    assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
+    for got, ref in zip(grads, ref_grads):
+        assert (got is None) == (ref is None)
+        if got is not None:
+            assert (got.cpu() - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
+
+
+def test_dropout_mask_does_not_depend_on_the_tiles(monkeypatch):
+    """The forward and the two backward kernels redraw one mask whatever their tiles."""
+    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    (out, grads), (ref_out, ref_grads) = run_both(
+        CONFIGS["decoder, causal, rows with no key"], torch.float32, dropout_p=0.3)
+    assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
+    for got, ref in zip(grads, ref_grads):
+        assert (got - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
+
+
+def test_dropout_in_float16():
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS["encoder, left padding"],
+                                                  torch.float16, dropout_p=0.1)
+    assert (out.cpu() - ref_out).abs().max() < 2e-2 * max(1.0, ref_out.abs().max().item())
+    for got, ref in zip(grads, ref_grads):
+        assert (got.cpu() - ref).abs().max() < 2e-2 * max(1.0, ref.abs().max().item())
+
+
+def test_dropout_mask_keeps_one_minus_p_and_follows_its_seed():
+    """About ``1 - p`` of the pairs kept (54,600 pairs: a standard deviation of 0.002), a
+    mask of its own per sentence and head, the same mask for the same seed, another for
+    another seed; ``p = 0`` keeps every pair."""
+    def keep(seed, p=0.25):
+        return kernels.dropout_keep(torch.tensor([seed], device=DEVICE), 2, 3, 70, 130,
+                                    p).cpu()
+
+    mask = keep(7)
+    assert abs(mask.float().mean().item() - 0.75) < 0.01
+    assert abs(mask[1, 2].float().mean().item() - 0.75) < 0.03
+    assert not torch.equal(mask[0, 0], mask[0, 1]) and not torch.equal(mask[0, 0], mask[1, 0])
+    assert torch.equal(mask, keep(7))
+    assert (mask != keep(8)).float().mean() > 0.3  # independent masks: 0.375
+    assert keep(7, 0.0).all()
+
+
+def test_dropout_draws_a_mask_per_call_from_torchs_generator():
+    q = torch.randn(1, 2, 20, 16, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    table = torch.zeros(2, 39, device=DEVICE)
+
+    def call():
+        return kernels.distance_attention(q, q, q, table, -19, dropout_p=0.5).cpu()
+
+    first, second = call(), call()
+    assert not torch.equal(first, second)
+    torch.manual_seed(3)
+    first = call()
+    torch.manual_seed(3)
+    assert torch.equal(first, call())
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\), got 1.0"):
+        kernels.distance_attention(q, q, q, table, -19, dropout_p=1.0)
+    with pytest.raises(ValueError, match="seed must be a \\(1,\\) int64 tensor"):
+        kernels.distance_attention(q, q, q, table, -19, dropout_p=0.5,
+                                   seed=torch.tensor([1], dtype=torch.int32, device=DEVICE))
+
+
+def test_dropout_mask_is_drawn_again_under_activation_checkpointing():
+    """The seed comes from torch's generator, whose state activation checkpointing
+    restores before it recomputes the forward: the same mask, the same gradients."""
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(2, 2, 30, 16, generator=g).to(DEVICE) for _ in range(3)]
+    inputs.append(torch.randn(2, 59, generator=g).to(DEVICE))
+
+    def grads(checkpointed):
+        args = [x.clone().requires_grad_() for x in inputs]
+
+        def attention(q, k, v, t):
+            return kernels.distance_attention(q, k, v, t, -29, dropout_p=0.3)
+
+        torch.manual_seed(5)
+        out = (torch.utils.checkpoint.checkpoint(attention, *args, use_reentrant=False)
+               if checkpointed else attention(*args))
+        (out ** 2).sum().backward()
+        return [x.grad for x in args]
+
+    for plain, checkpointed in zip(grads(False), grads(True)):
+        assert torch.equal(plain, checkpointed)
 
 
 def test_a_table_that_misses_distances_is_refused():
@@ -193,6 +306,19 @@ def set_kernels(module: torch.nn.Module, distance: str, low_rank: str) -> None:
             m.distance_kernel, m.low_rank_kernel = distance, low_rank
 
 
+def assert_layer_runs_agree(reference, fused) -> None:
+    """Two :func:`layer_run` results in float32: both paths are ~1e-6 (CPU) to ~1e-5
+    (H100: other summation orders) of the largest value away from a float64 run (some
+    gradients are 0 analytically, e.g. the keys' bias's)."""
+    (out_b, grads_b), (out_f, grads_f) = reference, fused
+    assert (out_b - out_f).abs().max() < 3e-5 * out_b.abs().max()
+    scale = max(g.abs().max().item() for g in grads_b if g is not None)
+    for g_b, g_f in zip(grads_b, grads_f):
+        assert (g_b is None) == (g_f is None)
+        if g_b is not None:
+            assert (g_b - g_f).abs().max() < 5e-5 * scale
+
+
 @pytest.mark.parametrize("encoding,flags,causal", LAYER_CASES)
 def test_layer_with_the_fused_kernel_equals_the_bias(encoding, flags, causal):
     """One layer, outputs and the gradients of every parameter (float32)."""
@@ -212,16 +338,53 @@ def test_layer_with_the_fused_kernel_equals_the_bias(encoding, flags, causal):
         with counting_calls() as calls:
             results[distance] = layer_run(attn, x, causal, padding)
         assert len(calls) == (distance == "fused")
-    (out_b, grads_b), (out_f, grads_f) = results["bias"], results["fused"]
-    # float32 against float32: both paths are ~1e-6 (CPU) to ~1e-5 (H100: other
-    # summation orders, the table's gradient by atomic adds) of the largest value away
-    # from a float64 run (some gradients are 0 analytically, e.g. the keys' bias's).
-    assert (out_b - out_f).abs().max() < 3e-5 * out_b.abs().max()
-    scale = max(g.abs().max().item() for g in grads_b if g is not None)
-    for g_b, g_f in zip(grads_b, grads_f):
-        assert (g_b is None) == (g_f is None)
-        if g_b is not None:
-            assert (g_b - g_f).abs().max() < 5e-5 * scale
+    assert_layer_runs_agree(results["bias"], results["fused"])
+
+
+@pytest.mark.parametrize("encoding,causal", [("t5", False), ("huang1", True), ("shaw", False),
+                                             ("xl", True), ("huang4", False)])
+def test_layer_with_dropout_equals_the_explicit_path_with_the_kernels_mask(
+        encoding, causal, monkeypatch):
+    """Training with attention dropout: the fused kernel drops the probabilities as
+    fairseq's dropout does on the explicit path, given the kernel's mask (the layer's
+    dropout made to drop where the mask does): the same outputs and gradients. The layer
+    passes its own ``p``, and only while dropout acts."""
+    p = 0.2
+    attn = build_attention(encoding, causal=causal, max_positions=80, embed_dim=32,
+                           num_heads=2).float().to(DEVICE)
+    attn.dropout_module.p = p
+    attn.train()
+    T, B = 70, 2
+    x = torch.randn(T, B, attn.embed_dim, generator=torch.Generator().manual_seed(1)).to(DEVICE)
+    padding = torch.zeros(B, T, dtype=torch.bool, device=DEVICE)
+    padding[0, -6:] = True
+    seed = torch.tensor([99], dtype=torch.int64, device=DEVICE)
+    drawn = kernels.dropout_seed
+    monkeypatch.setattr(kernels, "dropout_seed", lambda device: seed)
+    keep = kernels.dropout_keep(seed, B, attn.num_heads, T, T, p)
+    seen = []
+
+    def kernels_mask(probs, inplace=False):
+        seen.append(probs.shape)
+        return probs * keep.to(probs.dtype) / (1 - p)
+
+    monkeypatch.setattr(attn.dropout_module, "forward", kernels_mask)
+    results = {}
+    for distance in ("bias", "fused"):
+        set_kernels(attn, distance, "bias")
+        with counting_calls() as calls:
+            results[distance] = layer_run(attn, x, causal, padding)
+        assert len(calls) == (distance == "fused")
+    assert seen == [(B, attn.num_heads, T, T)]  # the explicit path's dropout, once
+    assert_layer_runs_agree(results["bias"], results["fused"])
+    attn.eval()  # dropout off: nothing is dropped, so two calls (two seeds) agree
+    monkeypatch.setattr(kernels, "dropout_seed", drawn)
+    set_kernels(attn, "fused", "bias")
+    mask = torch.triu(torch.full((T, T), float("-inf"), device=DEVICE), 1) if causal else None
+    with attn.scope.open(), torch.no_grad():
+        first, second = (attn(x, x, x, key_padding_mask=padding, attn_mask=mask,
+                              need_weights=False)[0] for _ in range(2))
+    assert torch.equal(first, second) and len(seen) == 1
 
 
 @pytest.mark.parametrize("choice,expected", [("auto", 2), ("torch", 0)])
@@ -244,16 +407,17 @@ def test_pos_kernels_flag(choice, expected, monkeypatch):
 
 
 def test_fused_kernel_is_chosen_only_where_exact():
-    """``"auto"`` in float32 (and on CPU), dropout, and terms of other kinds keep the
-    bias path (``"auto"`` in half precision on CUDA: ``test_gpu.py``)."""
+    """``"auto"`` in float32 (and on CPU) and terms of other kinds keep the bias path
+    (``"auto"`` in half precision on CUDA: ``test_gpu.py``); attention dropout is the
+    kernel's own."""
     with counting_calls() as calls:
         for encoding, kernel, dropout, expected in [
             ("t5", "fused", 0.0, 1), ("t5", "auto", 0.0, 0),
-            ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 0), ("diet_abs", "fused", 0.0, 0),
-            ("shaw", "fused", 0.0, 1), ("shaw", "fused", 0.1, 0), ("shaw", "bias", 0.0, 0),
+            ("t5", "bias", 0.0, 0), ("t5", "fused", 0.1, 1), ("diet_abs", "fused", 0.0, 0),
+            ("shaw", "fused", 0.0, 1), ("shaw", "fused", 0.1, 1), ("shaw", "bias", 0.0, 0),
             ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0), ("huang3", "fused", 0.0, 0),
             ("xl", "fused", 0.0, 1), ("xl", "bias", 0.0, 0), ("huang4", "fused", 0.0, 1),
-            ("huang4", "fused", 0.1, 0),
+            ("huang4", "fused", 0.1, 1),
             # clips shorter than the 5 tokens: distances share a vector, the bias path
             (("xl", {"xl_clamp_len": 3}), "fused", 0.0, 0),
             (("huang4", {"huang4_clip": 2}), "fused", 0.0, 0),
@@ -294,6 +458,7 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     dtype = torch.float16
     for family in ("distance", "distance_factor", "clipped", "rows"):
         assert self_check.self_check(family, torch.device(DEVICE), dtype)
+        assert self_check.self_check(f"{family} dropout", torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
         out = kernels.distance_attention(*args, **kwargs)
@@ -312,7 +477,8 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
         assert not self_check.self_check("distance", torch.device(DEVICE), dtype)
 
 
-def naive_shaw(q, k, v, a_key, a_value, r_lo, q_offset, padding, causal):
+def naive_shaw(q, k, v, a_key, a_value, r_lo, q_offset, padding, causal, keep=None,
+               dropout_p=0.0):
     """Shaw et al. eqs. (3)-(5) written out: ``e_ij = q_i.(k_j + aK[c]) ``, ``z_i = sum_j
     p_ij (v_j + aV[c])``, ``c = clip(j - i, r_lo, r_hi)``; zeros for rows with no key."""
     q_len, k_len = q.size(2), k.size(2)
@@ -322,6 +488,7 @@ def naive_shaw(q, k, v, a_key, a_value, r_lo, q_offset, padding, causal):
     logits = q @ k.transpose(-1, -2) + torch.einsum("bhid,ijd->bhij", q, a_key[c])
     blocked = padding[:, None, None, :] | (j > i) if causal else padding[:, None, None, :]
     p = torch.softmax(logits.masked_fill(blocked, float("-inf")), -1).nan_to_num(0.0)
+    p = dropped(p, keep, dropout_p)  # both terms read the dropped probabilities
     return p @ v + torch.einsum("bhij,ijd->bhid", p, a_value[c])
 
 
@@ -333,7 +500,7 @@ SHAW_CONFIGS = {
 }
 
 
-def run_shaw(config, dtype, d=16):
+def run_shaw(config, dtype, d=16, dropout_p=0.0):
     """The fused kernel (plus the value table times its sums by distance) in ``dtype`` and
     :func:`naive_shaw` in float64 on the same rounded inputs: outputs and the gradients of
     q, k, v, aK and aV."""
@@ -348,15 +515,18 @@ def run_shaw(config, dtype, d=16):
     padding = torch.zeros(batch, k_len, dtype=torch.bool)
     padding[0, :4] = True  # left padding; with the causal mask, rows 0-3 see no key
     weights = torch.randn(batch, heads, q_len, d, generator=g, dtype=torch.float64)
+    drop_seed, keep = keep_mask(batch, heads, q_len, k_len, dropout_p)
 
     def fused(q, k, v, a_key, a_value):
         out, by_distance = kernels.clipped_relative_attention(
-            q, k, v, q @ a_key.t(), -clip, q_offset, padding.to(DEVICE), causal, True)
+            q, k, v, q @ a_key.t(), -clip, q_offset, padding.to(DEVICE), causal, True,
+            dropout_p, drop_seed)
         return out + (by_distance @ a_value.float()).to(out.dtype)
 
     return outputs_and_grads(
         fused, [t.to(DEVICE, dtype) for t in x],
-        lambda *a: naive_shaw(*a, -clip, q_offset, padding, causal), x, weights)
+        lambda *a: naive_shaw(*a, -clip, q_offset, padding, causal, keep, dropout_p), x,
+        weights)
 
 
 def outputs_and_grads(fused, fused_inputs, reference, inputs, weights):
@@ -380,6 +550,14 @@ def test_clipped_relative_attention_is_shaws(name, dtype, tol):
         assert (got - ref).abs().max() < tol * max(1.0, ref.abs().max().item())
 
 
+@pytest.mark.parametrize("name", ["encoder, two tiles, left padding",
+                                  "decoder, causal, rows with no key"])
+def test_clipped_relative_attention_with_dropout(name):
+    """Both of Shaw's terms read the dropped probabilities."""
+    for got, ref in zip(*run_shaw(SHAW_CONFIGS[name], torch.float32, dropout_p=0.3)):
+        assert (got - ref).abs().max() < 5e-5 * max(1.0, ref.abs().max().item())
+
+
 def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
     """No atomic adds (a table per head: each distance stored once per query block, summed
     in torch; Shaw's rows: per row): ``torch.use_deterministic_algorithms(True)`` keeps
@@ -401,7 +579,8 @@ def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
         torch.use_deterministic_algorithms(saved)
 
 
-def naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal):
+def naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal, keep=None,
+               dropout_p=0.0):
     """Transformer-XL's / Huang et al.'s content terms by distance written out:
     ``e_ij = q_i.k_j + x_q[i].A_q[:, j - i] + x_k[j].A_k[:, j - i]`` as a ``len x len x d``
     product per pair; zeros for rows with no key."""
@@ -414,7 +593,7 @@ def naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal):
         logits = logits + torch.einsum("bhjd,hdij->bhij", x_k, a_k[:, :, c])
     blocked = padding[:, None, None, :] | (j > i) if causal else padding[:, None, None, :]
     p = torch.softmax(logits.masked_fill(blocked, float("-inf")), -1).nan_to_num(0.0)
-    return p @ v
+    return dropped(p, keep, dropout_p) @ v
 
 
 # (batch, heads, q_len, k_len, q_offset, causal, key rows, extra distances)
@@ -427,7 +606,7 @@ ROWS_CONFIGS = {
 }
 
 
-def run_rows(config, dtype, d=16):
+def run_rows(config, dtype, d=16, dropout_p=0.0):
     """:func:`distance_rows_attention` in ``dtype`` and :func:`naive_rows` in float64 on
     the same rounded inputs: outputs and the gradients of every input."""
     batch, heads, q_len, k_len, q_offset, causal, with_keys, extra = config
@@ -445,14 +624,16 @@ def run_rows(config, dtype, d=16):
     padding = torch.zeros(batch, k_len, dtype=torch.bool)
     padding[0, :4] = True  # left padding; with the causal mask, rows 0-3 see no key
     weights = torch.randn(batch, heads, q_len, d, generator=g, dtype=torch.float64)
+    drop_seed, keep = keep_mask(batch, heads, q_len, k_len, dropout_p)
 
     def fused(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return kernels.distance_rows_attention(
             q, k, v, (x_q, a_q), r_lo, q_offset, padding.to(DEVICE), causal,
-            None if x_k is None else (x_k, a_k))
+            None if x_k is None else (x_k, a_k), dropout_p, drop_seed)
 
     def reference(q, k, v, x_q, a_q, x_k=None, a_k=None):
-        return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal)
+        return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal,
+                          keep, dropout_p)
 
     return outputs_and_grads(fused, [t.to(DEVICE, dtype) for t in x], reference, x, weights)
 
@@ -465,6 +646,14 @@ def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol):
     got, ref = run_rows(ROWS_CONFIGS[name], dtype)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < tol * max(1.0, b.abs().max().item()), n
+
+
+@pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
+                                  "decoder, causal, rows with no key (XL)"])
+def test_distance_rows_attention_with_dropout(name):
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, dropout_p=0.3)
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
 
 def test_rows_that_miss_distances_are_refused():

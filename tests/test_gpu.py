@@ -124,22 +124,25 @@ def data(tmp_path_factory):
 @pytest.mark.parametrize("encoding", ["sinusoidal", *ATTENTION_ENCODINGS])
 def test_fp16_train_and_generate_every_sentence(encoding, data, tmp_path):
     raw, bin_, sizes = data
+    # The recipes' attention dropout (examples/wmt): the fused kernels' own, in training.
     cu.train_translation_model(bin_, tmp_path, f"transformer_tiny_{encoding}", max_update=8,
-                               extra_flags=["--fp16"])
+                               extra_flags=["--fp16", "--attention-dropout", "0.1"])
     out = cu.generate_main(bin_, tmp_path / "checkpoint_last.pt", extra_flags=["--fp16"])
     hyps = cu.hypotheses(out, "H")
     assert sorted(hyps) == list(range(sizes["test"])), out[-2000:]
 
 
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_distance_kernel_at_a_training_shape(dtype, causal):
+def test_fused_distance_kernel_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled distance-bias kernel (8 sentences, 8 heads, 300 tokens, d_h = 64:
     partial last tiles) against the naive softmax in float64 on the same rounded inputs;
-    the errors are those of rounding probabilities to ``dtype`` for the matrix products."""
+    the errors are those of rounding probabilities to ``dtype`` for the matrix products.
+    With attention dropout the reference drops where the kernel's mask does."""
     from test_distance_kernel import run_both
     config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True, False)
-    (out, grads), (ref_out, ref_grads) = run_both(config, dtype)
+    (out, grads), (ref_out, ref_grads) = run_both(config, dtype, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     assert (out.cpu() - ref_out).abs().max() < tol * ref_out.abs().max()
     for got, ref in zip(grads, ref_grads):
@@ -190,6 +193,29 @@ def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("encoding", ["t5", "shaw", "xl", "huang1"])
+def test_auto_fuses_with_attention_dropout_in_training(encoding, dtype):
+    """With the recipes' ``--attention-dropout 0.1``, in training, ``"auto"`` keeps the
+    fused kernel (its dropout variant, self-checked on this GPU) in every layer, and the
+    training step's loss and gradients are finite."""
+    from test_distance_kernel import counting_calls
+    model, d = build_model(encoding, ["--attention-dropout", "0.1"])
+    model.to(CUDA, dtype).train()
+    src, lengths = random_source(d)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 8), device=CUDA)
+    prev[:, 0] = d.eos()
+    with counting_calls() as calls:
+        logits = model(src.to(CUDA), lengths.to(CUDA), prev)[0]
+    assert len(calls) == 4  # 2 layers each side
+    loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)),
+                                             prev.view(-1), ignore_index=d.pad())
+    loss.backward()
+    assert math.isfinite(float(loss))
+    for name, p in model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_fused_rotation_on_gpu(dtype):
     """The compiled rotation against the complex64 path at a training shape (64 x 8 heads
     x 512 positions, d_h = 64): outputs and gradients within one unit in the last place,
@@ -226,25 +252,28 @@ def test_fused_rotation_on_gpu(dtype):
     assert len(calls) == 4  # q and k in 2 encoder layers
 
 
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_shaw_at_a_training_shape(dtype, causal):
+def test_fused_shaw_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with Shaw's terms by clipped distance (8 x 8 heads x 300 tokens,
     d_h = 64, k = 16) against eqs. (3)-(5) written out in float64 on the same inputs."""
     from test_distance_kernel import run_shaw
-    got, ref = run_shaw((8, 8, 300, 300, 0, 16, causal), dtype, d=64)
+    got, ref = run_shaw((8, 8, 300, 300, 0, 16, causal), dtype, d=64, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for a, b in zip(got, ref):
         assert (a - b).abs().max() < tol * b.abs().max()
 
 
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_fused_rows_at_a_training_shape(dtype, causal):
+def test_fused_rows_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with content terms by distance, query and key rows (Huang 4;
     8 x 8 heads x 300 tokens, d_h = 64) against the sum written out in float64."""
     from test_distance_kernel import run_rows
-    got, ref = run_rows((8, 8, 300, 300, 0, causal, True, 0), dtype, d=64)
+    got, ref = run_rows((8, 8, 300, 300, 0, causal, True, 0), dtype, d=64,
+                        dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < tol * b.abs().max(), n

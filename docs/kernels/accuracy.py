@@ -1,5 +1,6 @@
 """How far the fused kernels are from the papers' formulas written out in float64, on the
-same rounded inputs: max |error| / max |reference| for the output and every gradient.
+same rounded inputs: max |error| / max |reference| for the output and every gradient,
+without and with attention dropout.
 
     PYTHONPATH=tests python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
     (on a CUDA machine: > docs/kernels/accuracy-gpu.txt)
@@ -42,3 +43,16 @@ for name in ROWS_CONFIGS:
     for dtype in DTYPES:
         got, ref = run_rows(ROWS_CONFIGS[name], dtype)
         print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")
+print("With attention dropout 0.1, against the formulas dropping where the kernels' mask "
+      "does: output and every gradient")
+for dtype in DTYPES:
+    (out, grads), (ref_out, ref_grads) = run_both(CONFIGS["encoder, left padding"], dtype,
+                                                  dropout_p=0.1)
+    print(f"  distance, encoder, left padding, {str(dtype)[6:]}: "
+          f"{relative([out, *grads], [ref_out, *ref_grads])}")
+    name = "decoder, causal, rows with no key"
+    print(f"  Shaw, {name}, {str(dtype)[6:]}: "
+          f"{relative(*run_shaw(SHAW_CONFIGS[name], dtype, dropout_p=0.1))}")
+    name = "encoder, two tiles, left padding (Huang 4)"
+    print(f"  content by distance, {name}, {str(dtype)[6:]}: "
+          f"{relative(*run_rows(ROWS_CONFIGS[name], dtype, dropout_p=0.1))}")

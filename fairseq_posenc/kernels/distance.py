@@ -39,8 +39,19 @@ Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
 ``d_qk != d_v``); a query whose every key is masked gets zeros, as from the fused kernels
-of ``scaled_dot_product_attention``, not NaN. No attention dropout: the attention uses
-this kernel only where dropout is off.
+of ``scaled_dot_product_attention``, not NaN.
+
+Attention dropout (``dropout_p``), as FlashAttention does it: the probabilities are
+dropped after the softmax's sum (``l_i`` counts every key), the kept ones scaled by ``1 /
+(1 - p)``, with a mask drawn inside each tile from a seed and the pair's position
+(:func:`_kept`, Philox), which the backward kernels draw again rather than store: ``dV =
+(P o Z)^T dO``, ``dP = (dO V^T) o Z``, and ``rowsum(dO o O)`` stays ``rowsum(P o dP)``
+because ``O`` is the dropped output. fairseq drops with ``F.dropout`` (torch's stream),
+so the masks differ from the explicit path's, not their distribution (each pair kept with
+probability ``1 - p``, independently); :func:`dropout_keep` writes a mask out, which is
+how the tests and the self-check compare the kernels with the softmax written out. The
+recipes in ``examples/wmt`` train with ``--attention-dropout 0.1``: without it in the
+kernel their distance terms would leave it for ``(B, H, T, T)`` tensors.
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
 set before this module is imported), which is how ``tests/test_distance_kernel.py``
@@ -84,6 +95,36 @@ if triton is not None:
         pid = tl.program_id(0)
         bh = tl.program_id(1)
         return pid, pid * BLOCK + tl.arange(0, BLOCK), bh, bh // H, bh % H
+
+    @triton.jit
+    def _kept(seed, bh, rows, start_n, TQ, TK, P_DROP, BLOCK_N: tl.constexpr):
+        """Attention dropout's mask for query ``rows`` and keys ``start_n + [0, BLOCK_N)``
+        of ``(b, h)`` (``start_n`` a multiple of 4): True where the pair is kept.
+
+        Philox (Salmon et al. 2011, ``tl.randint4x``) keyed by ``seed``: one draw of four
+        numbers per query and four consecutive keys, at the 64-bit counter ``(bh * TQ +
+        i) * ceil(TK / 4) + j // 4``, so that the forward and both backward kernels
+        redraw the same mask whatever their tiles (FlashAttention's way, with four
+        numbers per draw for a quarter of the integer work). A pair is kept where its
+        number's top 24 bits, as a fraction of ``2^24``, are at least ``P_DROP``."""
+        groups = start_n // 4 + tl.arange(0, BLOCK_N // 4)
+        counter = (bh.to(tl.int64) * TQ + rows[:, None]) * ((TK + 3) // 4) + groups[None, :]
+        r0, r1, r2, r3 = tl.randint4x(seed, counter)
+        bits = tl.interleave(tl.interleave(r0, r2), tl.interleave(r1, r3))  # key j: r_{j % 4}
+        fraction = (bits.to(tl.uint32, bitcast=True) >> 8).to(tl.float32) * (1.0 / 16777216)
+        return fraction >= P_DROP
+
+    @triton.jit
+    def _keep_kernel(SEED, KEEP, TQ, TK, P_DROP, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+        """:func:`_kept` for every pair, into an int8 ``(B, H, TQ, TK)`` tensor."""
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        start_n = tl.program_id(1) * BLOCK_N
+        cols = start_n + tl.arange(0, BLOCK_N)
+        bh = tl.program_id(2)
+        kept = _kept(tl.load(SEED), bh, rows, start_n, TQ, TK, P_DROP, BLOCK_N)
+        tl.store(KEEP + (bh.to(tl.int64) * TQ + rows[:, None]) * TK + cols[None, :],
+                 kept.to(tl.int8), mask=(rows < TQ)[:, None] & (cols < TK)[None, :])
 
     @triton.jit
     def _tile(ptr, b, h, sb, sh, st, sd, index, index_ok, dims, D: tl.constexpr):
@@ -188,13 +229,14 @@ if triton is not None:
 
     @triton.jit
     def _forward_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, O, LSE, HIST_OUT,
+        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, O, LSE, HIST_OUT,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
         HIST: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of queries: ``O``, the log-sum-exp of each row, and with ``HIST`` the
@@ -212,6 +254,8 @@ if triton is not None:
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BD_V], tl.float32)
         hist = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        if DROPOUT:
+            seed = tl.load(SEED)
         hi = TK
         if CAUSAL:  # keys after the block's last query are masked for every row
             hi = tl.minimum(TK, (pid_m + 1) * BLOCK_M + Q_OFFSET)
@@ -228,7 +272,10 @@ if triton is not None:
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])
             alpha = tl.exp2(m_i - m_use)
-            l_i = l_i * alpha + tl.sum(p, 1)
+            l_i = l_i * alpha + tl.sum(p, 1)  # the softmax's sum, before dropout
+            if DROPOUT:
+                p = tl.where(_kept(seed, bh, rows, start_n, TQ, TK, P_DROP, BLOCK_N),
+                             p * DROP_SCALE, 0.0)
             v = _tile(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
             acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, IEEE)
             if HIST:
@@ -260,13 +307,14 @@ if triton is not None:
 
     @triton.jit
     def _backward_dkdv_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, DO, LSE, DELTA, D_HIST, DK, DV,
+        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, DO, LSE, DELTA, D_HIST, DK, DV,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
         HIST: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
@@ -281,6 +329,8 @@ if triton is not None:
                                       KEY_ROWS)
         dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
         dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
+        if DROPOUT:
+            seed = tl.load(SEED)
         lo = 0
         if CAUSAL:  # queries before the block's first key see none of it
             lo = (tl.maximum(pid_n * BLOCK_N - Q_OFFSET, 0) // BLOCK_M) * BLOCK_M
@@ -297,10 +347,17 @@ if triton is not None:
                                         cols, col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL,
                                         FACTOR, FULL, KEY_ROWS, IEEE)
             p = tl.exp2(s - lse[:, None])
-            dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
+            if DROPOUT:  # the dropped probabilities' gradient is dP times the mask's scale
+                z = tl.where(_kept(seed, bh, rows, pid_n * BLOCK_N, TQ, TK, P_DROP, BLOCK_N),
+                             DROP_SCALE, 0.0)
+                dv += _dot(tl.trans((p * z).to(do.dtype)), do, IEEE)
+            else:
+                dv += _dot(tl.trans(p.to(do.dtype)), do, IEEE)
             dp = _dot(do, vt, IEEE)
             if HIST:  # the probabilities' share of the histogram's gradient
                 dp += _read_hist_grad(D_HIST, bh, TQ, rows, row_ok, R, index)
+            if DROPOUT:
+                dp = dp * z
             ds = p * (dp - delta[:, None])
             if FACTOR:  # the gradient of q k^T
                 ds = ds * term
@@ -328,13 +385,15 @@ if triton is not None:
 
     @triton.jit
     def _backward_dq_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, DO, LSE, DELTA, D_HIST, DQ, DTABLE, D_KEY_TABLE,
+        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
+        D_KEY_TABLE,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
         HIST: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
@@ -357,6 +416,8 @@ if triton is not None:
         pad_row = PAD + b * TK
         dq = tl.zeros([BLOCK, BD_QK], tl.float32)
         d_rows = tl.zeros([BLOCK, BLOCK], tl.float32)  # a per-row table's gradient
+        if DROPOUT:
+            seed = tl.load(SEED)
         c = tl.arange(0, BLOCK)
         # A per-head table's gradient: this program's own row of (B * H * query blocks, R),
         # each distance stored once (``carry``: see below), summed in torch afterwards.
@@ -380,6 +441,9 @@ if triton is not None:
             dp = _dot(do, vt, IEEE)
             if HIST:
                 dp += _read_hist_grad(D_HIST, bh, TQ, rows, row_ok, R, index)
+            if DROPOUT:
+                dp = tl.where(_kept(seed, bh, rows, start_n, TQ, TK, P_DROP, BLOCK),
+                              dp * DROP_SCALE, 0.0)
             ds = p * (dp - delta[:, None])  # of the logits
             if FACTOR:
                 dq += _dot((ds * term).to(kt.dtype), tl.trans(kt), IEEE)
@@ -453,7 +517,7 @@ def _query_block(tiles: Tiles, q_len: int) -> int:
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
-             pad: Tensor, shape: "_Shape") -> tuple[Tensor, Tensor, Tensor]:
+             pad: Tensor, seed: Tensor, shape: "_Shape") -> tuple[Tensor, Tensor, Tensor]:
     """The forward kernel's launch: the output, the rows' log-sum-exp and, with a
     histogram, the probabilities summed by clipped distance (else ``lse`` again)."""
     batch, heads, q_len, _ = q.shape
@@ -464,7 +528,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
     block_m = _query_block(FORWARD, q_len)
     with on_device_of(q):
         _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-            q, k, v, table, table if key_table is None else key_table, pad, out, lse,
+            q, k, v, table, table if key_table is None else key_table, pad, seed, out, lse,
             by_distance, *_strides(q), *_strides(k), *_strides(v), *shape.args(),
             BLOCK_M=block_m, BLOCK_N=FORWARD.block_n, num_warps=FORWARD.num_warps,
             num_stages=FORWARD.num_stages)
@@ -472,8 +536,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
 
 
 def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
-              pad: Tensor, out: Tensor, lse: Tensor, by_distance: Tensor, d_out: Tensor,
-              d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool
+              pad: Tensor, seed: Tensor, out: Tensor, lse: Tensor, by_distance: Tensor,
+              d_out: Tensor, d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool
               ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
     """The backward kernels' launches: the gradients of ``q``, ``k``, ``v``, the table
     (with ``table_grad``) and the key columns' table (where there is one)."""
@@ -503,7 +567,7 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optiona
                                shape.r if table_grad else 1),
                               dtype=torch.float32, device=q.device)
     key_table = table if key_table is None else key_table
-    common = (q, k, v, table, key_table, pad, d_out, lse, delta, d_hist)
+    common = (q, k, v, table, key_table, pad, seed, d_out, lse, delta, d_hist)
     strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
     dkdv = BACKWARD_DKDV
     _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
@@ -531,28 +595,64 @@ def _padding_mask(key_padding_mask: Optional[Tensor], device: torch.device) -> T
             else torch.zeros(1, dtype=torch.int8, device=device))
 
 
+def dropout_seed(device: torch.device) -> Tensor:
+    """A seed for the kernels' attention dropout, ``(1,)`` int64 on ``device``, drawn from
+    torch's generator there, without a synchronization: ``torch.manual_seed`` makes a run
+    repeatable, and activation checkpointing, which restores the generator's state before
+    it recomputes a forward, redraws the same mask."""
+    return torch.randint(2 ** 62, (1,), dtype=torch.int64, device=device)
+
+
+def _dropout(dropout_p: float, seed: Optional[Tensor], device: torch.device) -> Tensor:
+    """The seed the kernels read (without dropout an unread placeholder: ``empty``
+    launches no kernel)."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    if dropout_p == 0.0:
+        return torch.empty(1, dtype=torch.int64, device=device)
+    if seed is None:
+        return dropout_seed(device)
+    if seed.shape != (1,) or seed.dtype != torch.int64 or seed.device != device:
+        raise ValueError(f"seed must be a (1,) int64 tensor on {device}, got "
+                         f"{tuple(seed.shape)} {seed.dtype} on {seed.device}")
+    return seed
+
+
+def dropout_keep(seed: Tensor, batch: int, heads: int, q_len: int, k_len: int,
+                 dropout_p: float) -> Tensor:
+    """The pairs the kernels keep under attention dropout with ``seed`` and
+    ``dropout_p``, ``(B, H, q_len, k_len)`` bool: the mask they draw inside their tiles
+    (:func:`_kept`), written out, for references and checks."""
+    _check_triton()
+    keep = torch.empty(batch, heads, q_len, k_len, dtype=torch.int8, device=seed.device)
+    with on_device_of(seed):
+        _keep_kernel[(triton.cdiv(q_len, 64), triton.cdiv(k_len, 64), batch * heads)](
+            seed, keep, q_len, k_len, dropout_p, BLOCK_M=64, BLOCK_N=64)
+    return keep.bool()
+
+
 class _DistanceAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
                 q_offset: int, key_padding_mask: Optional[Tensor], causal: bool,
-                factor: bool, hist: bool):
+                factor: bool, hist: bool, dropout_p: float, seed: Tensor):
         pad = _padding_mask(key_padding_mask, q.device)
         table = table.contiguous()
         shape = _Shape.of(q, k, v, q_offset, r_lo, table, key_padding_mask is not None,
-                          causal, factor=factor, hist=hist)
-        out, lse, by_distance = _forward(q, k, v, table, None, pad, shape)
-        ctx.save_for_backward(q, k, v, table, pad, out, lse, by_distance)
+                          causal, factor=factor, hist=hist, dropout_p=dropout_p)
+        out, lse, by_distance = _forward(q, k, v, table, None, pad, seed, shape)
+        ctx.save_for_backward(q, k, v, table, pad, seed, out, lse, by_distance)
         ctx.shape = shape
         return (out, by_distance) if hist else out
 
     @staticmethod
     def backward(ctx, d_out: Tensor, d_by_distance: Optional[Tensor] = None):
-        q, k, v, table, pad, out, lse, by_distance = ctx.saved_tensors
+        q, k, v, table, pad, seed, out, lse, by_distance = ctx.saved_tensors
         with on_device_of(d_out):
             dq, dk, dv, grad_table, _ = _backward(
-                q, k, v, table, None, pad, out, lse, by_distance, d_out, d_by_distance,
-                ctx.shape, ctx.needs_input_grad[3])
-        return dq, dk, dv, grad_table, None, None, None, None, None, None
+                q, k, v, table, None, pad, seed, out, lse, by_distance, d_out,
+                d_by_distance, ctx.shape, ctx.needs_input_grad[3])
+        return dq, dk, dv, grad_table, None, None, None, None, None, None, None, None
 
 
 def _rows(x: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
@@ -576,25 +676,27 @@ class _RowsAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
                 x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
-                key_padding_mask: Optional[Tensor], causal: bool):
+                key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
+                seed: Tensor):
         pad = _padding_mask(key_padding_mask, q.device)
         rows_q = _rows(x_q, a_q)[1]
         rows_k = None if x_k is None else _rows(x_k, a_k)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
-                          causal, key_table=rows_k, full=True)
-        out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, shape)
-        ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, out, lse)
+                          causal, key_table=rows_k, full=True, dropout_p=dropout_p)
+        out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape)
+        ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse)
         ctx.shape = shape
         return out
 
     @staticmethod
     def backward(ctx, d_out: Tensor):
-        q, k, v, x_q, a_q, x_k, a_k, pad, out, lse = ctx.saved_tensors
+        q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
         x_q_heads, rows_q = _rows(x_q, a_q)
         x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
         with on_device_of(d_out):
             dq, dk, dv, d_rows_q, d_rows_k = _backward(
-                q, k, v, rows_q, rows_k, pad, out, lse, lse, d_out, None, ctx.shape, True)
+                q, k, v, rows_q, rows_k, pad, seed, out, lse, lse, d_out, None, ctx.shape,
+                True)
         grads = [dq, dk, dv]
         needs = ctx.needs_input_grad
         for x, x_heads, a, d_rows, n in ((x_q, x_q_heads, a_q, d_rows_q, 3),
@@ -609,7 +711,7 @@ class _RowsAttention(torch.autograd.Function):
                 d_x = torch.bmm(d_rows, a.transpose(1, 2)).view(
                     heads, x.size(2), x.size(0), -1).permute(2, 0, 1, 3)
             grads += [d_x, torch.bmm(x_heads.transpose(1, 2), d_rows) if needs[n + 1] else None]
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None, None)
 
 
 class _Shape:
@@ -618,7 +720,7 @@ class _Shape:
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
                  factor: bool, hist: bool, ieee: bool, key_table: Optional[Tensor] = None,
-                 full: bool = False) -> None:
+                 full: bool = False, dropout_p: float = 0.0) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
@@ -635,20 +737,23 @@ class _Shape:
         self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.hist, self.ieee = (
             d_qk, d_v, has_pad, causal, factor, hist, ieee)
         self.full = full
+        self.dropout_p = dropout_p
 
     @classmethod
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
-           key_table: Optional[Tensor] = None, full: bool = False) -> "_Shape":
+           key_table: Optional[Tensor] = None, full: bool = False,
+           dropout_p: float = 0.0) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
-                   key_table, full)
+                   key_table, full, dropout_p)
 
     def args(self) -> tuple:
         return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len,
                 self.k_len, self.q_offset, self.r_lo, self.r, self.d_qk, self.d_v,
                 _block_dim(self.d_qk), _block_dim(self.d_v), self.has_pad, self.causal,
-                self.factor, self.per_row, self.key_rows, self.full, self.hist, self.ieee)
+                self.factor, self.per_row, self.key_rows, self.full, self.hist, self.ieee,
+                self.dropout_p, 1.0 / (1.0 - self.dropout_p), self.dropout_p > 0.0)
 
 
 def clipped_rows_fit(rows: int) -> bool:
@@ -665,7 +770,8 @@ def _check_triton() -> None:
 
 def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int,
                        q_offset: int = 0, key_padding_mask: Optional[Tensor] = None,
-                       causal: bool = False, factor: bool = False) -> Tensor:
+                       causal: bool = False, factor: bool = False, dropout_p: float = 0.0,
+                       seed: Optional[Tensor] = None) -> Tensor:
     """``softmax(q k^T + table[h, j - (q_offset + i) - r_lo] + mask) v``, no scaling; with
     ``factor``, ``softmax((q k^T) * table[h, j - (q_offset + i) - r_lo] + mask) v``.
 
@@ -675,6 +781,9 @@ def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int
     ``key_padding_mask``: ``(B, k_len)``, True at padding; ``causal``: mask keys
     ``j > q_offset + i``. Rows with no key to attend to get zeros. Differentiable in
     ``q``, ``k``, ``v`` and ``table``.
+    ``dropout_p``: attention dropout on the probabilities (each kept one scaled by ``1 /
+    (1 - dropout_p)``), its mask drawn in the tiles from ``seed`` (:func:`dropout_keep`;
+    None: :func:`dropout_seed`).
     """
     _check_triton()
     batch, heads, q_len, _ = q.shape
@@ -686,20 +795,24 @@ def distance_attention(q: Tensor, k: Tensor, v: Tensor, table: Tensor, r_lo: int
             f"the table covers distances {r_lo}..{r_lo + table.size(1) - 1}; this attention "
             f"needs {-(q_offset + q_len - 1)}..{k_len - 1 - q_offset}")
     return _DistanceAttention.apply(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                    causal, factor, False)
+                                    causal, factor, False, dropout_p,
+                                    _dropout(dropout_p, seed, q.device))
 
 
 def clipped_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_rows: Tensor,
                                r_lo: int, q_offset: int = 0,
                                key_padding_mask: Optional[Tensor] = None,
-                               causal: bool = False,
-                               by_distance: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+                               causal: bool = False, by_distance: bool = False,
+                               dropout_p: float = 0.0, seed: Optional[Tensor] = None
+                               ) -> tuple[Tensor, Optional[Tensor]]:
     """Shaw et al.'s attention with the relative terms read by clipped distance:
     ``softmax(q k^T + key_rows[b, h, i, c_ij] + mask) v`` with ``c_ij = clip(j - (q_offset +
     i), r_lo, r_lo + R - 1) - r_lo`` (``key_rows = q aK^T``, ``(B, H, q_len, R)``), and with
     ``by_distance`` also the probabilities summed by ``c``, ``(B, H, q_len, R)`` float32,
     which times ``aV`` is the value term. ``R`` may be at most the tiles' width (64).
-    Differentiable in ``q``, ``k``, ``v``, ``key_rows`` and through the sums."""
+    Differentiable in ``q``, ``k``, ``v``, ``key_rows`` and through the sums.
+    ``dropout_p``, ``seed``: attention dropout, as for :func:`distance_attention`; the
+    sums by distance add the dropped probabilities, as the value term reads them."""
     _check_triton()
     batch, heads, q_len, _ = q.shape
     if key_rows.shape[:3] != (batch, heads, q_len) or not clipped_rows_fit(key_rows.size(3)):
@@ -707,14 +820,16 @@ def clipped_relative_attention(q: Tensor, k: Tensor, v: Tensor, key_rows: Tensor
                          f"{min(FORWARD.block_n, BACKWARD_DQ.block_n)}, got "
                          f"{tuple(key_rows.shape)}")
     result = _DistanceAttention.apply(q, k, v, key_rows, r_lo, q_offset, key_padding_mask,
-                                      causal, False, by_distance)
+                                      causal, False, by_distance, dropout_p,
+                                      _dropout(dropout_p, seed, q.device))
     return result if by_distance else (result, None)
 
 
 def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[Tensor, Tensor],
                             r_lo: int, q_offset: int = 0,
                             key_padding_mask: Optional[Tensor] = None, causal: bool = False,
-                            key_rows: Optional[tuple[Tensor, Tensor]] = None) -> Tensor:
+                            key_rows: Optional[tuple[Tensor, Tensor]] = None,
+                            dropout_p: float = 0.0, seed: Optional[Tensor] = None) -> Tensor:
     """Attention with terms that read the content by distance (Transformer-XL's ``q_i.W_R
     R_{i-j}``, Huang et al.'s method 4), every distance its own table column:
     ``softmax(q k^T + (x_q A_q)[b, h, i, r_ij] + (x_k A_k)[b, h, j, r_ij] + mask) v`` with
@@ -725,6 +840,9 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     ``(B, H, k_len, d)`` and ``(H, d, R)``. ``R`` must cover every distance the attention
     has (``j > q_offset + i`` only up to 0 with ``causal``): no clipping. Rows with no key
     to attend to get zeros. Differentiable in every tensor.
+    ``dropout_p``: attention dropout on the probabilities (each kept one scaled by ``1 /
+    (1 - dropout_p)``), its mask drawn in the tiles from ``seed`` (:func:`dropout_keep`;
+    None: :func:`dropout_seed`).
     """
     _check_triton()
     q_len, k_len = q.size(2), k.size(2)
@@ -745,4 +863,5 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     a_q = torch.nn.functional.pad(a_q, (0, extra))
     a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
-                                key_padding_mask, causal)
+                                key_padding_mask, causal, dropout_p,
+                                _dropout(dropout_p, seed, q.device))

@@ -13,7 +13,10 @@ path it replaces, outputs and gradients, in float32:
   key-side products read at every distance; against the softmax written out in float32.
   Each family is checked where a
   model first uses it, with the variants its training compiles, so the check costs
-  little more than the compilation the first training step would do anyway.
+  little more than the compilation the first training step would do anyway. With
+  attention dropout a family compiles other kernels, checked as ``"<family> dropout"``
+  (``p = 0.1``): the reference drops the probabilities where the kernels' mask
+  (:func:`~fairseq_posenc.kernels.distance.dropout_keep`) does.
 * ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
   rotation.
 
@@ -23,6 +26,7 @@ the process, not a crashed or silently wrong training run.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Callable, Iterable, Optional
 
@@ -31,7 +35,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..positions import expand_distance_bias
-from .distance import clipped_relative_attention, distance_attention, distance_rows_attention
+from .distance import (
+    clipped_relative_attention,
+    distance_attention,
+    distance_rows_attention,
+    dropout_keep,
+)
 from .rotary import rotate
 
 #: Largest error allowed, relative to the largest reference value: probabilities are
@@ -82,8 +91,28 @@ def _disagreement(names: Iterable[str], got: list[Tensor], ref: list[Tensor],
     return None
 
 
+#: The dropout probability of the ``"<family> dropout"`` checks, and their seed.
+CHECK_DROPOUT = 0.1
+SEED = 12345
+
+
+def _dropout(device: torch.device, dropout_p: float) -> tuple[Optional[Tensor],
+                                                               Optional[Tensor]]:
+    """The seed the kernels get and the mask they draw from it, ``(B, H, T, T)``; None
+    without dropout."""
+    if not dropout_p:
+        return None, None
+    seed = torch.tensor([SEED], dtype=torch.int64, device=device)
+    return seed, dropout_keep(seed, BATCH, HEADS, LENGTH, LENGTH, dropout_p)
+
+
+def _dropped(probs: Tensor, keep: Optional[Tensor], dropout_p: float) -> Tensor:
+    return probs if keep is None else probs * keep.to(probs.dtype) / (1 - dropout_p)
+
+
 def _softmax_written_out(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding: Tensor,
-                         causal: bool, factor: bool) -> Tensor:
+                         causal: bool, factor: bool, keep: Optional[Tensor] = None,
+                         dropout_p: float = 0.0) -> Tensor:
     length = q.size(2)
     term = expand_distance_bias(table, -(length - 1), length, length, 0)
     logits = q @ k.transpose(-1, -2)
@@ -92,7 +121,8 @@ def _softmax_written_out(q: Tensor, k: Tensor, v: Tensor, table: Tensor, padding
     if causal:
         blocked = blocked | torch.ones(length, length, dtype=torch.bool,
                                        device=q.device).triu(1)
-    return torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1) @ v
+    probs = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
+    return _dropped(probs, keep, dropout_p) @ v
 
 
 BATCH, HEADS, LENGTH = 2, 2, 80
@@ -105,11 +135,13 @@ def _padding(device: torch.device) -> Tensor:
 
 
 def check_distance(device: torch.device, dtype: torch.dtype,
-                   variants=((False, 64), (False, 128))) -> Optional[str]:
+                   variants=((False, 64), (False, 128)), dropout_p: float = 0.0
+                   ) -> Optional[str]:
     """A table per head as a summand (``variants``: ``(factor, d_qk)``)."""
     g = torch.Generator().manual_seed(0)
     batch, heads, length = BATCH, HEADS, LENGTH
     padding = _padding(device)
+    seed, keep = _dropout(device, dropout_p)
     for factor, d_qk in variants:
         for causal in (False, True):
             q, k, v = (torch.randn(batch, heads, length, d, generator=g)
@@ -120,10 +152,11 @@ def check_distance(device: torch.device, dtype: torch.dtype,
             weights = torch.randn(batch, heads, length, 64, generator=g).to(device)
             got = _outputs_and_grads(
                 lambda q, k, v, t: distance_attention(q, k, v, t, -(length - 1), 0, padding,
-                                                      causal, factor),
+                                                      causal, factor, dropout_p, seed),
                 inputs, weights)
             ref = _outputs_and_grads(
-                lambda q, k, v, t: _softmax_written_out(q, k, v, t, padding, causal, factor),
+                lambda q, k, v, t: _softmax_written_out(q, k, v, t, padding, causal, factor,
+                                                        keep, dropout_p),
                 [x.detach().float().requires_grad_() for x in inputs], weights)
             what = (f"{'causal' if causal else 'bidirectional'}, "
                     f"{'factor' if factor else 'summand'}, d_qk {d_qk}")
@@ -133,13 +166,15 @@ def check_distance(device: torch.device, dtype: torch.dtype,
     return None
 
 
-def check_distance_factor(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+def check_distance_factor(device: torch.device, dtype: torch.dtype,
+                          dropout_p: float = 0.0) -> Optional[str]:
     """A table per head as a factor of ``q.k``."""
-    return check_distance(device, dtype, variants=((True, 64),))
+    return check_distance(device, dtype, variants=((True, 64),), dropout_p=dropout_p)
 
 
 def _shaw_written_out(q: Tensor, k: Tensor, v: Tensor, a_key: Tensor, a_value: Tensor,
-                      padding: Tensor, causal: bool, r_lo: int) -> Tensor:
+                      padding: Tensor, causal: bool, r_lo: int, keep: Optional[Tensor] = None,
+                      dropout_p: float = 0.0) -> Tensor:
     length, rows = q.size(2), a_key.size(0)
     positions = torch.arange(length, device=q.device)
     r = positions[None, :] - positions[:, None]  # j - i
@@ -149,14 +184,17 @@ def _shaw_written_out(q: Tensor, k: Tensor, v: Tensor, a_key: Tensor, a_value: T
     blocked = padding[:, None, None, :]
     if causal:
         blocked = blocked | (r > 0)
-    p = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
+    p = _dropped(torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1), keep,
+                 dropout_p)
     return p @ v + torch.einsum("bhij,ijc->bhic", p, one_hot) @ a_value
 
 
-def check_clipped(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+def check_clipped(device: torch.device, dtype: torch.dtype,
+                  dropout_p: float = 0.0) -> Optional[str]:
     """Shaw's terms by clipped distance, keys and values, ``k = 16``."""
     g = torch.Generator().manual_seed(0)
     padding = _padding(device)
+    seed, keep = _dropout(device, dropout_p)
     batch, heads, length, d_h, clip = BATCH, HEADS, LENGTH, 64, 16
     for causal in (False, True):
         rows = clip + 1 if causal else 2 * clip + 1
@@ -168,12 +206,13 @@ def check_clipped(device: torch.device, dtype: torch.dtype) -> Optional[str]:
 
         def fused(q, k, v, a_key, a_value):
             out, by_distance = clipped_relative_attention(q, k, v, q @ a_key.t(), -clip, 0,
-                                                          padding, causal, True)
+                                                          padding, causal, True, dropout_p,
+                                                          seed)
             return out + by_distance.to(out.dtype) @ a_value
 
         got = _outputs_and_grads(fused, inputs, weights)
         ref = _outputs_and_grads(
-            lambda *x: _shaw_written_out(*x, padding, causal, -clip),
+            lambda *x: _shaw_written_out(*x, padding, causal, -clip, keep, dropout_p),
             [x.detach().float().requires_grad_() for x in inputs], weights)
         problem = _disagreement(("output", "dq", "dk", "dv", "d_key_table", "d_value_table"),
                                 got, ref, f"Shaw, {'causal' if causal else 'bidirectional'}")
@@ -183,7 +222,8 @@ def check_clipped(device: torch.device, dtype: torch.dtype) -> Optional[str]:
 
 
 def _rows_written_out(q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
-                      x_k: Tensor, a_k: Tensor, padding: Tensor, causal: bool) -> Tensor:
+                      x_k: Tensor, a_k: Tensor, padding: Tensor, causal: bool,
+                      keep: Optional[Tensor] = None, dropout_p: float = 0.0) -> Tensor:
     length = q.size(2)
     positions = torch.arange(length, device=q.device)
     r = positions[None, :] - positions[:, None]  # j - i
@@ -193,13 +233,16 @@ def _rows_written_out(q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
     blocked = padding[:, None, None, :]
     if causal:
         blocked = blocked | (r > 0)
-    return torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1) @ v
+    probs = torch.softmax(logits.masked_fill(blocked, float("-inf")), dim=-1)
+    return _dropped(probs, keep, dropout_p) @ v
 
 
-def check_rows(device: torch.device, dtype: torch.dtype) -> Optional[str]:
+def check_rows(device: torch.device, dtype: torch.dtype,
+               dropout_p: float = 0.0) -> Optional[str]:
     """Content terms by distance: query and key rows (Huang 4), head dimension 64."""
     g = torch.Generator().manual_seed(0)
     padding = _padding(device)
+    seed, keep = _dropout(device, dropout_p)
     batch, heads, length, d_h = BATCH, HEADS, LENGTH, 64
     for causal in (False, True):
         rows = length if causal else 2 * length - 1
@@ -213,11 +256,11 @@ def check_rows(device: torch.device, dtype: torch.dtype) -> Optional[str]:
 
         def fused(q, k, v, x_q, a_q, x_k, a_k):
             return distance_rows_attention(q, k, v, (x_q, a_q), -(length - 1), 0, padding,
-                                           causal, (x_k, a_k))
+                                           causal, (x_k, a_k), dropout_p, seed)
 
         got = _outputs_and_grads(fused, inputs, weights)
         ref = _outputs_and_grads(
-            lambda *x: _rows_written_out(*x, padding, causal),
+            lambda *x: _rows_written_out(*x, padding, causal, keep, dropout_p),
             [x.detach().float().requires_grad_() for x in inputs], weights)
         problem = _disagreement(("output", "dq", "dk", "dv", "dx_q", "dA_q", "dx_k", "dA_k"),
                                 got, ref, f"rows, {'causal' if causal else 'bidirectional'}")
@@ -256,3 +299,6 @@ FALLBACKS = {
     "rows": "Transformer-XL's and Huang et al.'s method 4's terms run as (B, H, T, T) biases",
     "rotary": "RoPE rotates q and k in complex64",
 }
+for _family in ("distance", "distance_factor", "clipped", "rows"):
+    CHECKS[f"{_family} dropout"] = functools.partial(CHECKS[_family], dropout_p=CHECK_DROPOUT)
+    FALLBACKS[f"{_family} dropout"] = FALLBACKS[_family]
