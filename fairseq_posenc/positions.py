@@ -119,15 +119,27 @@ def expand_distance_bias(
     return windows.flip(-2)  # windows[a] is row q_len - 1 - a
 
 
-def sum_by_clipped_distance(x: Tensor, q_offset: int, r_lo: int, r_hi: int) -> Tensor:
+def sum_by_clipped_distance(x: Tensor, index: Tensor, q_offset: int, r_lo: int,
+                            r_hi: int) -> Tensor:
     """``out[..., i, c - r_lo] = sum of x[..., i, j]`` over the keys ``j`` with
-    ``clip(j - (q_offset + i), r_lo, r_hi) = c``: ``(..., q_len, r_hi - r_lo + 1)``.
+    ``clip(j - (q_offset + i), r_lo, r_hi) = c``: ``(..., q_len, r_hi - r_lo + 1)``;
+    ``index`` is :func:`clipped_index` of :func:`relative_positions` ``(q_len, k_len)``.
 
-    What ``scatter_add`` along the clipped index computes, without it: on a GPU its atomic
-    adds serialize where most keys of a row share one of the two clipped rows (Shaw's
-    ``k = 16`` at 512 tokens: about 480 keys per row), which made Shaw's training step
-    about 10x stock's on an H100. Here each distance strictly inside the clip range is one
-    key (a gather, or none), and the two clipped rows are masked sums."""
+    Two ways to the same sums, by device. On CUDA :func:`sum_by_masks`: ``scatter_add``'s
+    atomic adds serialize where most keys of a row share one of the two clipped rows
+    (Shaw's ``k = 16`` at 512 tokens: about 480 keys per row), which made Shaw's training
+    step about 10x stock's on an H100. Elsewhere ``scatter_add`` along ``index``: one pass
+    over ``x``, where the masked sums take five (``docs/benchmark-cpu-runs/``)."""
+    if x.is_cuda:
+        return sum_by_masks(x, q_offset, r_lo, r_hi)
+    out = x.new_zeros(*x.shape[:-1], r_hi - r_lo + 1)
+    return out.scatter_add_(-1, index.expand_as(x), x)
+
+
+def sum_by_masks(x: Tensor, q_offset: int, r_lo: int, r_hi: int) -> Tensor:
+    """:func:`sum_by_clipped_distance` without ``scatter_add``: each distance strictly
+    inside the clip range is one key (a gather, or none), and the two clipped rows are
+    masked sums."""
     q_len, k_len = x.shape[-2:]
     r = relative_positions(q_len, k_len, q_offset, x.device)
     low = x.masked_fill(r > r_lo, 0).sum(-1, keepdim=True)
@@ -144,17 +156,20 @@ def sum_by_clipped_distance(x: Tensor, q_offset: int, r_lo: int, r_hi: int) -> T
 
 class _ReadByClippedDistance(torch.autograd.Function):
     """``per_distance[..., i, clip(j - (q_offset + i), r_lo, r_hi) - r_lo]`` for every key:
-    a gather whose backward is :func:`sum_by_clipped_distance` (not ``scatter_add``)."""
+    a gather whose backward is :func:`sum_by_clipped_distance` (on CUDA not
+    ``scatter_add``, which autograd would use)."""
 
     @staticmethod
     def forward(ctx, per_distance: Tensor, index: Tensor, q_offset: int,  # type: ignore[override]
                 r_lo: int, r_hi: int) -> Tensor:
+        ctx.save_for_backward(index)
         ctx.window = (q_offset, r_lo, r_hi)
         return per_distance.gather(-1, index.expand(*per_distance.shape[:-1], index.size(-1)))
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        return sum_by_clipped_distance(grad, *ctx.window), None, None, None, None
+        index, = ctx.saved_tensors
+        return sum_by_clipped_distance(grad, index, *ctx.window), None, None, None, None
 
 
 def read_by_clipped_distance(per_distance: Tensor, index: Tensor, q_offset: int, r_lo: int,

@@ -10,8 +10,8 @@ used).
 No ``len x len x d_h`` tensor is built: the key term is ``q @ aK^T`` (``len x (2k+1)``)
 gathered by clipped distance, and the value term sums the probabilities per clipped
 distance (``len x (2k+1)``) and multiplies by ``aV``. Both sums by clipped distance (the
-value term's, and the key term's gradient) are a gather and two masked sums, not a
-``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`). On CUDA in
+value term's, and the key term's gradient) are, on CUDA, a gather and two masked sums, not
+a ``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`). On CUDA in
 half precision the same happens inside the fused distance kernel
 (:meth:`clipped_tables`, ``by_clipped_distance``), with no ``len x len`` tensor at all.
 
@@ -106,5 +106,6 @@ class Shaw(PositionEncoding):
             # 1.26x (H100, fp16, 64 x 128 tokens).
             _, value_rows = self.rows_by_key(q_offset, k_len, probs.dtype, ctx)
             return torch.matmul(probs, value_rows)
-        per_distance = sum_by_clipped_distance(probs, q_offset, self.r_lo, self.r_hi)
+        idx = self._index(q_len, k_len, q_offset, ctx)
+        per_distance = sum_by_clipped_distance(probs, idx, q_offset, self.r_lo, self.r_hi)
         return torch.matmul(per_distance, self.rel_value.to(probs.dtype))
