@@ -98,3 +98,37 @@ def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
     assert "| t5 | 1.06 | 1.10 |" in table and "not met: train 1.060 > 1.05" in table
     with pytest.raises(ValueError, match="different devices"):
         merge_flat([train, {**shaw, "device": "cpu"}])
+
+
+def test_attention_dropout_reaches_every_model_and_its_records(tmp_path, monkeypatch):
+    """``--attention-dropout P`` (the recipes' 0.1): stock's and every encoding's models
+    are built with it, it heads the tables and is in the flat records, and runs with
+    different settings do not merge into one table."""
+    from fairseq_posenc.benchmark.merged import merge_flat
+
+    built = levels.build_models
+    dropouts = {}
+
+    def build_models(names, cfg, inputs, device, layers=None):
+        models = built(names, cfg, inputs, device, layers)
+        for name, m in models.items():
+            dropouts[name] = {layer.self_attn.dropout_module.p
+                              for layer in (*m.model.encoder.layers, *m.model.decoder.layers)}
+        return models
+
+    monkeypatch.setattr(levels, "build_models", build_models)
+    flat = tmp_path / "flat.json"
+    doc = benchmark.run(quick=True, encodings=["diet_rel"], levels=("model",),
+                        kinds=["train"], reps=1, threads=1, attention_dropout=0.1,
+                        out_md=str(tmp_path / "b.md"), out_json=str(tmp_path / "b.json"),
+                        out_flat_json=str(flat))
+    assert dropouts == {"stock": {0.1}, "stock_copy": {0.1}, "diet_rel": {0.1}}
+    assert "source length 12, attention dropout 0.1" in doc["markdown"]
+    records = json.loads(flat.read_text())
+    assert {r["attention_dropout"] for r in records["results"]} == {0.1}
+    without = {**records, "results": [{**r, "attention_dropout": 0.0}
+                                      for r in records["results"]]}
+    with pytest.raises(ValueError, match="different --attention-dropout"):
+        merge_flat([records, without])
+    with pytest.raises(ValueError, match=r"--attention-dropout must be in \[0, 1\)"):
+        benchmark.run(quick=True, attention_dropout=1.0, out_md=None, out_json=None)

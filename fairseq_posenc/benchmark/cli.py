@@ -63,6 +63,9 @@ def parser() -> argparse.ArgumentParser:
                    help="also write one record per encoding, length and dtype (train, "
                         "translate and memory ratios, device, torch), as "
                         "docs/benchmark-gpu.json")
+    p.add_argument("--attention-dropout", type=float, default=0.0, metavar="P",
+                   help="every model's --attention-dropout (default 0, as "
+                        "transformer_wmt_en_de; the recipes in examples/wmt train with 0.1)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--level", nargs="+", choices=[*LEVELS, "all"], default=["all"],
                    help="time whole models (model), their first self-attention layers "
@@ -113,6 +116,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               threads=args.threads, device=args.device, seed=args.seed, quick=args.quick,
               out_md=args.out_md, out_json=args.out_json, out_flat_json=args.out_flat_json,
               dtypes=args.dtype, batch_tokens=args.batch_tokens, kinds=args.calls,
+              attention_dropout=args.attention_dropout,
               levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
               layer_reps=args.layer_reps, rest_reps=args.rest_reps,
               command=[os.path.basename(sys.executable), *sys.argv] if argv is None

@@ -74,7 +74,7 @@ def build_models(names: Sequence[str], cfg: Config, inputs: Inputs, device: torc
     models = {}
     for name in names:
         model = build_model(name, cfg.size, inputs.dictionary, cfg.seed, device, layers=layers,
-                            dtype=cfg.torch_dtype)
+                            dtype=cfg.torch_dtype, attention_dropout=cfg.attention_dropout)
         models[name] = ModelUnderTest(
             name, model, make_generator(model, inputs.dictionary, cfg.beam, cfg.length,
                                         half=cfg.torch_dtype != torch.float32),
@@ -208,7 +208,7 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     layers = {}
     for name in [STOCK, *timed_names]:
         model = build_model(name, cfg.size, inputs.dictionary, cfg.seed, device,
-                            dtype=cfg.torch_dtype)
+                            dtype=cfg.torch_dtype, attention_dropout=cfg.attention_dropout)
         layers[name] = ([layer.self_attn for layer in model.encoder.layers[:2]],
                         [layer.self_attn for layer in model.decoder.layers[:2]])
     # Adam over the layers timed (first, first two) with their encodings' parameters, its

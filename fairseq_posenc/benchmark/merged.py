@@ -29,6 +29,10 @@ def merge_flat(flats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     devices = {f["device"] for f in flats}
     if len(devices) > 1:
         raise ValueError(f"runs from different devices cannot be merged: {sorted(devices)}")
+    dropouts = {r.get("attention_dropout", 0.0) for f in flats for r in f["results"]}
+    if len(dropouts) > 1:
+        raise ValueError(f"runs with different --attention-dropout ({sorted(dropouts)}) "
+                         "measure different models: merge each setting's runs on its own")
     merged: dict[tuple, dict[str, Any]] = {}
     for flat in flats:
         for record in flat["results"]:

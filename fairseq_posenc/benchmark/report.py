@@ -27,9 +27,12 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def dtype_note(result: Mapping[str, Any]) -> str:
-    """``, float16`` for half-precision runs (nothing for float32, as before --dtype)."""
+    """``, float16`` for half-precision runs (nothing for float32, as before --dtype), and
+    the attention dropout where there is one."""
     dtype = result.get("dtype", "float32")
-    return "" if dtype == "float32" else f", {dtype}"
+    dropout = result["model"].get("attention_dropout")
+    return (("" if dtype == "float32" else f", {dtype}")
+            + (f", attention dropout {dropout:g}" if dropout else ""))
 
 
 def fmt_ratio(cell: Mapping[str, float]) -> str:
@@ -295,6 +298,7 @@ def flat_results(doc: Document) -> dict[str, Any]:
                 "encoding": "stock (noise control)" if name == CONTROL else name,
                 "size": result["size"], "length": result["length"],
                 "dtype": result.get("dtype", "float32"),
+                "attention_dropout": result["model"].get("attention_dropout", 0.0),
                 "batch_sentences": result["batch_sentences"],
                 # None: the call was not timed in this run (--calls)
                 "train_ratio": row["train"]["ratio"] if "train" in row else None,
@@ -305,6 +309,7 @@ def flat_results(doc: Document) -> dict[str, Any]:
             records.append({
                 "encoding": name, "size": result["size"], "length": result["length"],
                 "dtype": result.get("dtype", "float32"),
+                "attention_dropout": result["model"].get("attention_dropout", 0.0),
                 "batch_sentences": result["batch_sentences"], "train_ratio": None,
                 "translate_ratio": None, "memory_ratio": None, "out_of_memory": True})
     m = doc["machine"]

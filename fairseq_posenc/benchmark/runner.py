@@ -51,6 +51,7 @@ def run(
     dtypes: Optional[Sequence[str]] = None,
     batch_tokens: Optional[int] = None,
     kinds: Sequence[str] = KINDS,
+    attention_dropout: float = 0.0,
     command: Optional[Sequence[str]] = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> Document:
@@ -79,11 +80,13 @@ def run(
     unknown_sizes = [s for s in sizes if s not in SIZES]
     if unknown_sizes:
         raise ValueError(f"unknown sizes {unknown_sizes}; choose from {sorted(SIZES)}")
+    if not 0.0 <= attention_dropout < 1.0:
+        raise ValueError(f"--attention-dropout must be in [0, 1), got {attention_dropout}")
     configs = make_configs(
         defaults, sizes, lengths, dtypes, seed, batch=batch, batch_tokens=batch_tokens,
         translate_sentences=translate_sentences, reps=reps, stock_every=stock_every, beam=beam,
         vocab=vocab, layer_reps=layer_reps, rest_reps=rest_reps, kinds=kinds,
-        device_type=dev.type)
+        device_type=dev.type, attention_dropout=attention_dropout)
     if not kinds or any(k not in KINDS for k in kinds):
         raise ValueError(f"calls must be among {KINDS}, got {list(kinds)}")
     unknown_levels = [x for x in levels if x not in LEVELS]

@@ -160,6 +160,8 @@ class Config:
     kinds: tuple[str, ...] = KINDS
     #: ``cpu`` or ``cuda``: which targets apply (:func:`targets_for`)
     device_type: str = "cpu"
+    #: ``--attention-dropout`` of every model (0: ``transformer_wmt_en_de``'s)
+    attention_dropout: float = 0.0
 
     @property
     def key(self) -> str:
@@ -175,7 +177,11 @@ class Config:
 
     @property
     def spec(self) -> dict[str, Any]:
-        return SIZES[self.size]
+        """The size's shape, and the attention dropout where there is one (the records'
+        ``"model"``)."""
+        spec = SIZES[self.size]
+        return {**spec, "attention_dropout": self.attention_dropout} \
+            if self.attention_dropout else spec
 
 
 def per_length(table: dict[int, int], length: int, given: Optional[int]) -> int:
@@ -196,6 +202,7 @@ def make_configs(
     reps: Optional[int] = None, stock_every: Optional[int] = None, beam: Optional[int] = None,
     vocab: Optional[int] = None, layer_reps: Optional[int] = None,
     rest_reps: Optional[int] = None, kinds: Sequence[str] = KINDS, device_type: str = "cpu",
+    attention_dropout: float = 0.0,
 ) -> list[Config]:
     """Every dtype x size x length, each count as given or else from ``defaults``."""
     return [
@@ -208,7 +215,8 @@ def make_configs(
                beam=beam or defaults["beam"], vocab=vocab or defaults["vocab"], seed=seed,
                layer_reps=layer_reps or defaults["layer_reps"],
                rest_reps=rest_reps or defaults["rest_reps"],
-               kinds=tuple(k for k in KINDS if k in kinds), device_type=device_type)
+               kinds=tuple(k for k in KINDS if k in kinds), device_type=device_type,
+               attention_dropout=attention_dropout)
         for dtype in dtypes for size in sizes for length in lengths]
 
 

@@ -27,8 +27,10 @@ from .settings import CONTROL, SIZES, STOCK
 # --- models and data ------------------------------------------------------------------
 
 
-def model_flags(size: str, layers: Optional[int] = None) -> list[str]:
-    """fairseq flags for a size of :data:`.settings.SIZES`, with ``layers`` per stack."""
+def model_flags(size: str, layers: Optional[int] = None,
+                attention_dropout: float = 0.0) -> list[str]:
+    """fairseq flags for a size of :data:`.settings.SIZES`, with ``layers`` per stack and
+    ``attention_dropout`` (``--attention-dropout``; 0 as in ``transformer_wmt_en_de``)."""
     spec = SIZES[size]
     layers = spec["layers"] if layers is None else layers
     return [
@@ -41,22 +43,25 @@ def model_flags(size: str, layers: Optional[int] = None) -> list[str]:
         *([] if "positions" not in spec else
           ["--max-source-positions", str(spec["positions"]),
            "--max-target-positions", str(spec["positions"])]),
+        *(["--attention-dropout", str(attention_dropout)] if attention_dropout else []),
     ]
 
 
 def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
                 device: torch.device, layers: Optional[int] = None,
-                dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+                dtype: torch.dtype = torch.float32,
+                attention_dropout: float = 0.0) -> torch.nn.Module:
     """Stock fairseq (``name`` is :data:`STOCK` or :data:`CONTROL`) or
     ``transformer_posenc --pos-encoding name``; ``layers``: per stack, instead of the size's;
     ``dtype``: the parameters' (half precision as ``fairseq-train --fp16`` / ``--bf16``
-    casts the model)."""
+    casts the model); ``attention_dropout``: as :func:`model_flags`."""
     if name in (STOCK, CONTROL):
         arch, encoding = SIZES[size]["stock_arch"], []
     else:
         arch, encoding = "transformer_posenc", ["--pos-encoding", name]
     torch.manual_seed(seed)  # the same seed: every model starts from the same draws
-    model = build.build_model(arch, [*encoding, *model_flags(size, layers)], dictionary)
+    model = build.build_model(arch, [*encoding, *model_flags(size, layers, attention_dropout)],
+                              dictionary)
     return model.to(device=device, dtype=dtype)
 
 
