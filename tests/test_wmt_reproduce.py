@@ -149,6 +149,29 @@ def test_generation_translates_everything_with_the_papers_beam():
     assert flag(args, "--required-batch-size-multiple") == "1" and "--remove-bpe" in args
 
 
+def test_smoke_caps_outputs_unless_the_decoders_table_caps_them_tighter():
+    """The smoke mode's untrained models never end a sentence: its scale caps their
+    outputs (fairseq's argparse reads the last of a repeated flag); a decoder's shorter
+    table keeps its own cap; the papers' decoding has none."""
+    from fairseq_posenc.extrapolation import LengthLimits, Untranslatable
+
+    def max_len_b(scale, target_positions=None):
+        limits = None if target_positions is None else Untranslatable(
+            LengthLimits(256, target_positions, "--src-flag", "--tgt-flag"), frozenset())
+        args = wmt_runs.generate_args(run, Path("D"), Path("c.pt"), "test1", Path("R"),
+                                      "subword-nmt", limits, scale)
+        values = [args[i + 1] for i, a in enumerate(args) if a == "--max-len-b"]
+        return values[-1] if values else None
+
+    [run] = wmt_runs.select("diet", "Vaswani", "EN-DE")
+    smoke = wmt_runs.Scale(max_output=64)
+    assert max_len_b(wmt_runs.Scale()) is None
+    assert max_len_b(smoke) == "64"
+    assert max_len_b(smoke, target_positions=64) == "63"  # the table's cap, tighter
+    assert max_len_b(smoke, target_positions=100) == "64"
+    assert max_len_b(wmt_runs.Scale(), target_positions=100) == "99"
+
+
 def test_missing_hypotheses_are_an_error(tmp_path):
     out = tmp_path / "generate-test.txt"
     out.write_text("S-0\ta\nH-0\t-0.1\tx y\nH-2\t-0.3\tz\n")

@@ -19,7 +19,7 @@ from ..hypotheses import MissingHypotheses, read as read_hypotheses
 from .common import read_lines, write_text_atomic
 from .execute import final_checkpoint, run_fairseq
 from .manifest import load_manifest
-from .runs import Run, decoding, generate_args
+from .runs import Run, Scale, decoding, generate_args
 from .text import detokenize
 
 
@@ -38,7 +38,8 @@ def score(hyps: Sequence[str], refs: Sequence[str], metric: str, lang: str):
     return scoring.bleu(hyps, refs, metric, lang)
 
 
-def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False) -> None:
+def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = False,
+             scale: Scale = Scale()) -> None:
     # one checkpoint (and its limits) per training: AT5's four test years share one
     checkpoints: dict[Path, tuple[Path, LengthLimits]] = {}
     for run in runs:
@@ -60,7 +61,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
                    / f"generate.{run.column.testset}{run.seed_suffix}")
         run_fairseq("fairseq-generate",
                     generate_args(run, data, checkpoint, split, out_dir,
-                                  manifest["bpe"], skip), in_process,
+                                  manifest["bpe"], skip, scale), in_process,
                     out_dir.with_name(out_dir.name + ".log"))
         refs_dir = data / run.column.dataset / "refs"
         ref_path = refs_dir / f"{run.column.testset}.{run.column.tgt}"

@@ -45,7 +45,7 @@ SMOKE = Scale(arch_size="transformer_tiny", max_update=2, max_tokens=2000, extra
     "--num-workers", "0", "--no-progress-bar", "--log-interval", "1",
     # a validation set of a few sentences would be dropped whole by the default multiple 8
     "--required-batch-size-multiple", "1",
-    "--max-source-positions", "256", "--max-target-positions", "256"))
+    "--max-source-positions", "256", "--max-target-positions", "256"), max_output=64)
 
 
 def smoke(work: Path, papers: Sequence[str], bpe_size: int = 60) -> str:
@@ -66,8 +66,8 @@ def smoke(work: Path, papers: Sequence[str], bpe_size: int = 60) -> str:
         for n, run in enumerate(trainings(runs)):
             # the first run as users run it: the fairseq-train console script
             train(run, data, work, SMOKE, in_process=n > 0)
-        evaluate(runs[:1], data, work, in_process=False)  # and fairseq-generate likewise
-        evaluate(runs[1:], data, work, in_process=True)
+        evaluate(runs[:1], data, work, in_process=False, scale=SMOKE)  # fairseq-generate too
+        evaluate(runs[1:], data, work, in_process=True, scale=SMOKE)
     return table(work, papers)
 
 

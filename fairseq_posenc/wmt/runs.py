@@ -89,6 +89,9 @@ class Scale:
     max_tokens: int = 4096  # per GPU and forward pass
     gpus: int = 1
     extra_train: tuple[str, ...] = ()
+    # outputs capped at this many tokens (None: the paper's decoding): the smoke mode's
+    # untrained models never end a sentence and would run to fairseq's 200 every time
+    max_output: Optional[int] = None
 
 
 def update_freq(paper: Paper, scale: Scale) -> int:
@@ -123,10 +126,14 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
 
 
 def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: Path,
-                  bpe: str, limits: Optional[Untranslatable] = None) -> list[str]:
+                  bpe: str, limits: Optional[Untranslatable] = None,
+                  scale: Scale = Scale()) -> list[str]:
     """``fairseq-generate`` arguments; ``limits``: sources the model cannot represent are
-    skipped (and reported by :func:`evaluate`), outputs capped at the decoder's table."""
+    skipped (and reported by :func:`evaluate`), outputs capped at the decoder's table;
+    ``scale.max_output`` caps them further."""
     post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
+    cap = limits.target_cap if limits else None
+    tighter = scale.max_output is not None and (cap is None or scale.max_output < cap)
     return [
         str(data / run.column.dataset / "bin"),
         "--user-dir", str(USER_DIR),
@@ -139,6 +146,8 @@ def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: P
         "--required-batch-size-multiple", "1", "--max-tokens", "8000",
         "--results-path", str(results), "--num-workers", "0",
         *(limits.generate_flags() if limits else ()),
+        # fairseq reads the last of a repeated flag
+        *(("--max-len-a", "0", "--max-len-b", str(scale.max_output)) if tighter else ()),
     ]
 
 
