@@ -45,13 +45,16 @@ Attention dropout (``dropout_p``), as FlashAttention does it: the probabilities 
 dropped after the softmax's sum (``l_i`` counts every key), the kept ones scaled by ``1 /
 (1 - p)``, with a mask drawn inside each tile from a seed and the pair's position
 (:func:`_kept`, Philox), which the backward kernels draw again rather than store: ``dV =
-(P o Z)^T dO``, ``dP = (dO V^T) o Z``, and ``rowsum(dO o O)`` stays ``rowsum(P o dP)``
-because ``O`` is the dropped output. fairseq drops with ``F.dropout`` (torch's stream),
-so the masks differ from the explicit path's, not their distribution (each pair kept with
-probability ``1 - p``, independently); :func:`dropout_keep` writes a mask out, which is
-how the tests and the self-check compare the kernels with the softmax written out. The
-recipes in ``examples/wmt`` train with ``--attention-dropout 0.1``: without it in the
-kernel their distance terms would leave it for ``(B, H, T, T)`` tensors.
+(P o Z)^T dO``, ``dP = (dO V^T) o Z`` (with Shaw's value term ``(dO V^T + dHist) o Z``,
+``dHist`` the gradient of the dropped probabilities' sums by distance read back per pair),
+and ``rowsum(P o dP)`` stays ``rowsum(dO o O)`` (plus ``rowsum(hist o dHist)`` for Shaw)
+because ``O`` and the sums are made from the dropped probabilities. fairseq drops with
+``F.dropout`` (torch's stream), so the masks differ from the explicit path's, not their
+distribution (each pair kept with probability ``1 - p``, independently);
+:func:`dropout_keep` writes a mask out, which is how the tests and the self-check compare
+the kernels with the softmax written out. The recipes in ``examples/wmt`` train with
+``--attention-dropout 0.1``: without it in the kernel their distance terms would leave it
+for ``(B, H, T, T)`` tensors.
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
 set before this module is imported), which is how ``tests/test_distance_kernel.py``
