@@ -132,3 +132,21 @@ def test_attention_dropout_reaches_every_model_and_its_records(tmp_path, monkeyp
         merge_flat([records, without])
     with pytest.raises(ValueError, match=r"--attention-dropout must be in \[0, 1\)"):
         benchmark.run(quick=True, attention_dropout=1.0, out_md=None, out_json=None)
+
+
+def test_no_memory_verdict_where_stock_outgrows_a_len_x_len_x_d_h_tensor(tmp_path):
+    """A tiny model with a large vocabulary: stock's own output logits (B x len x vocab)
+    are larger than a ``len x len x d_h`` tensor, so the largest activation cannot show
+    one, and no encoding gets a memory verdict from it (before, stock's logits counted as
+    each encoding's: ``diet_rel`` failed, ``huang3``'s tensor passed as seen)."""
+    doc = benchmark.run(quick=True, encodings=["diet_rel", "huang3"], levels=("model",),
+                        kinds=["train"], vocab=20000, threads=1,
+                        out_md=str(tmp_path / "b.md"))
+    [result] = doc["results"]
+    rows = result["summary"]["models"]
+    assert rows["stock"]["largest_rel"]["train"] >= 1  # the logits, not a position term
+    for name in ("diet_rel", "huang3"):
+        assert rows[name]["quadratic_visible"] == [] and rows[name]["quadratic_dh"] == []
+        assert "memory" not in rows[name]["verdict"], name
+    assert "(stock's as large: no verdict)" in doc["markdown"]
+    assert not any("memory" in f for f in benchmark.failures(doc["results"]))

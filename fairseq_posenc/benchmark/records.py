@@ -66,6 +66,9 @@ class ModelRow(TypedDict):
     translate: NotRequired[RatioCell]
     peak_ratio: dict[str, float]
     largest_rel: dict[str, float]
+    #: the calls where stock's largest activation is below a ``len x len x d_h`` tensor's
+    #: size, so that the largest activation can show one
+    quadratic_visible: NotRequired[list[str]]
     quadratic_dh: list[str]
     verdict: dict[str, Any]  # "train"/"translate": TargetCheck, "memory": MemoryCheck
     from_parts: NotRequired[dict[str, float]]

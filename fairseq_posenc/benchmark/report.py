@@ -109,7 +109,9 @@ def model_table(result: ModelResult) -> str:
             label(name), *(fmt_ratio(row[k]) if k in row else "-" for k in KINDS),
             " / ".join(f"{row['peak_ratio'][k]:.2f}" if k in row else "-" for k in KINDS),
             (f"**{rel:.2f} len x len x d_h** ({', '.join(row['quadratic_dh'])})"
-             if row["quadratic_dh"] and not result["model"].get("proxy") else f"{rel:.3f}"),
+             if row["quadratic_dh"] and not result["model"].get("proxy")
+             else f"{rel:.3f} (stock's as large: no verdict)"
+             if row.get("quadratic_visible", True) == [] else f"{rel:.3f}"),
             "-" if parts is None else " / ".join(f"{parts[k]:.3f}" for k in LAYER_KINDS),
             verdict_text(name, row["verdict"], parts)])
     oom = result.get("out_of_memory") or []

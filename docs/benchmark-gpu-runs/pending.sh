@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The GPU measurements pending since the last GPU session (2026-11-23): the code since then
+# has attention dropout inside the fused kernels and lighter decoding steps, neither timed
+# on a GPU. One stage per 10-minute command of the lent H100, from the repository root:
+#
+#   bash docs/benchmark-gpu-runs/pending.sh OUT STAGE
+#
+#   tests      the GPU suite (README "Tests"), then the compiled kernels' accuracy
+#              (docs/kernels/accuracy-gpu.txt)
+#   dropout    training steps with the recipes' --attention-dropout 0.1, fp16, 128 and 512
+#              tokens, for the encodings the fused kernels run (their dropout is new)
+#   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
+#              own path is new since the table's translation column)
+#
+# The device has torch, triton, numpy, sacrebleu and sentencepiece; fairseq and the rest
+# come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
+# installed into a temporary directory on PYTHONPATH before this script runs. Outputs go
+# to OUT: logs, JSON and Markdown reports. Afterwards, here: `posenc-benchmark --merge`
+# the JSON into docs/benchmark-gpu.{md,json} and update the README's GPU table.
+set -euo pipefail
+out="${1:?usage: pending.sh OUT STAGE}"
+stage="${2:?usage: pending.sh OUT STAGE}"
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+bench=(python3 -m fairseq_posenc.benchmark --device cuda --level model)
+kernels=(t5 diet_rel at5 tupe_r alibi huang1 huang2 shaw xl huang4)
+case "$stage" in
+  tests)
+    python3 -m pytest tests/test_gpu.py tests/test_distance_kernel.py \
+        tests/test_rotary_kernel.py -n 8 -q -rfE -p no:cacheprovider 2>&1 |
+      tee "$out/gpu-tests.log" | tail -20
+    PYTHONPATH="tests:$PYTHONPATH" python3 docs/kernels/accuracy.py > "$out/accuracy-gpu.txt"
+    ;;
+  dropout)
+    "${bench[@]}" --encodings "${kernels[@]}" --lengths 128 512 --dtype float16 \
+        --calls train --reps 8 --attention-dropout 0.1 \
+        --out-json "$out/dropout-train.json" --out-md "$out/dropout-train.md" 2>&1 |
+      tail -40
+    ;;
+  translate)
+    "${bench[@]}" --lengths 128 --dtype float16 --calls translate --reps 5 \
+        --out-json "$out/translate.json" --out-md "$out/translate.md" 2>&1 | tail -40
+    ;;
+  *)
+    echo "unknown stage '$stage': tests, dropout or translate" >&2
+    exit 2
+    ;;
+esac
