@@ -606,9 +606,10 @@ ROWS_CONFIGS = {
 }
 
 
-def run_rows(config, dtype, d=16, dropout_p=0.0):
+def run_rows(config, dtype, d=16, dropout_p=0.0, in_tile=False):
     """:func:`distance_rows_attention` in ``dtype`` and :func:`naive_rows` in float64 on
-    the same rounded inputs: outputs and the gradients of every input."""
+    the same rounded inputs: outputs and the gradients of every input. ``in_tile``: the
+    query rows made in the tiles."""
     batch, heads, q_len, k_len, q_offset, causal, with_keys, extra = config
     g = torch.Generator().manual_seed(0)
     r_lo = -(q_offset + q_len - 1) - extra
@@ -629,7 +630,7 @@ def run_rows(config, dtype, d=16, dropout_p=0.0):
     def fused(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return kernels.distance_rows_attention(
             q, k, v, (x_q, a_q), r_lo, q_offset, padding.to(DEVICE), causal,
-            None if x_k is None else (x_k, a_k), dropout_p, drop_seed)
+            None if x_k is None else (x_k, a_k), dropout_p, drop_seed, in_tile)
 
     def reference(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal,
@@ -638,20 +639,37 @@ def run_rows(config, dtype, d=16, dropout_p=0.0):
     return outputs_and_grads(fused, [t.to(DEVICE, dtype) for t in x], reference, x, weights)
 
 
+@pytest.mark.parametrize("in_tile", [False, True], ids=["rows as a tensor", "rows in the tiles"])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 5e-5), (torch.float16, 2e-2)])
 @pytest.mark.parametrize("name", list(ROWS_CONFIGS))
-def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol):
+def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol, in_tile):
     """Rows per query (and per key) read at every distance: outputs and the gradients of
-    q, k, v, x_q, A_q (and x_k, A_k)."""
-    got, ref = run_rows(ROWS_CONFIGS[name], dtype)
+    q, k, v, x_q, A_q (and x_k, A_k); the query rows made as a tensor before the kernel
+    or inside its tiles."""
+    got, ref = run_rows(ROWS_CONFIGS[name], dtype, in_tile=in_tile)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < tol * max(1.0, b.abs().max().item()), n
 
 
 @pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
                                   "decoder, causal, rows with no key (XL)"])
-def test_distance_rows_attention_with_dropout(name):
-    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, dropout_p=0.3)
+@pytest.mark.parametrize("in_tile", [False, True], ids=["rows as a tensor", "rows in the tiles"])
+def test_distance_rows_attention_with_dropout(name, in_tile):
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, dropout_p=0.3, in_tile=in_tile)
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
+
+
+@pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
+                                  "decoder, causal, rows with no key (XL)",
+                                  "queries after a cache"])
+def test_rows_in_the_tiles_with_other_tile_shapes(name, monkeypatch):
+    """The query rows made in the tiles span ``BLOCK_M + BLOCK_N - 1`` distances of each
+    tile, whatever its shape (wider than high, higher than wide, square)."""
+    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=True)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 

@@ -11,6 +11,9 @@
 #              tokens, for the encodings the fused kernels run (their dropout is new)
 #   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
 #              own path is new since the table's translation column)
+#   rows       xl's and huang4's kernel per call with the query rows made in the tiles
+#              (``in_tile``) against as a tensor, fp16 and bf16 (rows_in_tile.py): if
+#              faster, make it what the attention runs and time their training steps
 #
 # The device has torch, triton, numpy, sacrebleu and sentencepiece; fairseq and the rest
 # come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
@@ -44,8 +47,11 @@ case "$stage" in
     "${bench[@]}" --lengths 128 --dtype float16 --calls translate --reps 5 \
         --out-json "$out/translate.json" --out-md "$out/translate.md" 2>&1 | tail -40
     ;;
+  rows)
+    python3 docs/benchmark-gpu-runs/rows_in_tile.py "$out/rows-in-tile.json" 2>&1 | tail -40
+    ;;
   *)
-    echo "unknown stage '$stage': tests, dropout or translate" >&2
+    echo "unknown stage '$stage': tests, dropout, translate or rows" >&2
     exit 2
     ;;
 esac

@@ -34,7 +34,11 @@ distance have one pair per entry: the gradient is ``dS`` itself, stored where th
 read it (a ``B x H x len x R`` tensor, like the tables, which are made from their ``d``-wide
 factors in the forward and again in the backward, never kept); on an H100 that took a
 Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
-``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``).
+``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). With ``in_tile`` the
+query rows are instead made inside each tile from ``x_q`` and the distances' columns of
+``A_q`` that the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather
+(:func:`_rows_in_tile`), so that only their gradient is a ``B x H x len x R`` tensor; not
+yet timed on a GPU, and the attention does not use it.
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -149,21 +153,30 @@ if triton is not None:
 
     @triton.jit
     def _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
+                xq, AQ, h, sah, sad, sar, m_first, start_n,
                 HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-                FULL: tl.constexpr, KEY_ROWS: tl.constexpr, IEEE: tl.constexpr):
+                FULL: tl.constexpr, KEY_ROWS: tl.constexpr, IEEE: tl.constexpr,
+                TILE_ROWS: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """For one tile: the logits ``(q k^T + b[j - i]) * log2(e)`` (or ``(q k^T) *
         b[j - i] * log2(e)``), -inf where masked; ``q k^T``; ``b[j - i]``; and the table
         column of each pair, ``clip(j - i, R_LO, R_LO + R - 1) - R_LO``. ``table_row``:
         the table's start, or each query row's (a per-row table). ``FULL``: per-row tables
         that cover every distance, read unclipped, and with ``KEY_ROWS`` one per key
-        column too (``key_row``, :func:`_key_rows_start`)."""
+        column too (``key_row``, :func:`_key_rows_start`); with ``TILE_ROWS`` the query
+        rows' term made in the tile from ``xq``, the block's ``x_q``, and ``A_q``
+        (:func:`_rows_in_tile`; ``m_first``, ``start_n``: the tile's first query and key)."""
         r = cols[None, :] - i_abs[:, None]
         qk = _dot(q, kt, IEEE)
         if FULL:
             index = r - R_LO
             read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
-            term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
-                           mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
+            if TILE_ROWS:
+                term = _rows_in_tile(xq, AQ, h, sah, sad, sar, m_first, start_n, R_LO, R,
+                                     IEEE, D_X, BD_X, BLOCK_M, BLOCK_N)
+            else:
+                term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
+                               mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
             if KEY_ROWS:
                 term += tl.load(key_row + i_abs[:, None], mask=col_ok[None, :] & read,
                                 other=0.0).to(tl.float32)
@@ -181,6 +194,28 @@ if triton is not None:
         if CAUSAL:
             valid = valid & (r <= 0)
         return tl.where(valid, s * _LOG2E, float("-inf")), qk, term, index
+
+    @triton.jit
+    def _rows_in_tile(xq, AQ, h, sah, sad, sar, m_first, start_n, R_LO, R,
+                      IEEE: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        """``x_q[i] . A_q[h, :, j - i - R_LO]`` for the pairs of the tile of queries
+        ``m_first + [0, BLOCK_M)`` and keys ``start_n + [0, BLOCK_N)``, made in the tile:
+        the block's product with the ``BLOCK_M + BLOCK_N - 1`` columns its distances span
+        (padded to a power of two), then each row skewed by a gather, pair ``(a, n)`` at
+        column ``n - a + BLOCK_M - 1``. Columns outside ``[0, R)`` read as zeros: only
+        masked pairs have them."""
+        if BLOCK_M > BLOCK_N:  # tile sides are powers of two
+            w = tl.arange(0, 2 * BLOCK_M)
+        else:
+            w = tl.arange(0, 2 * BLOCK_N)
+        col = start_n - m_first - (BLOCK_M - 1) - R_LO + w
+        d = tl.arange(0, BD_X)
+        a = tl.load(AQ + h * sah + d[:, None] * sad + col[None, :] * sar,
+                    mask=(d < D_X)[:, None] & ((col >= 0) & (col < R))[None, :], other=0.0)
+        made = _dot(xq, a.to(xq.dtype), IEEE)
+        skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
+        return tl.gather(made, skew, 1)
 
     @triton.jit
     def _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
@@ -232,13 +267,15 @@ if triton is not None:
 
     @triton.jit
     def _forward_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, O, LSE, HIST_OUT,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, O, LSE, HIST_OUT,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
-        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
+        H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        HIST: tl.constexpr, IEEE: tl.constexpr,
+        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
@@ -249,6 +286,9 @@ if triton is not None:
         d_qk = tl.arange(0, BD_QK)
         d_v = tl.arange(0, BD_V)
         q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+        xq = q  # read only with TILE_ROWS
+        if TILE_ROWS:
+            xq = _tile(XQ, b, h, sxb, sxh, sxt, sxd, rows, row_ok, tl.arange(0, BD_X), D_X)
         i_abs = rows + Q_OFFSET
         table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                  PER_ROW)
@@ -269,8 +309,10 @@ if triton is not None:
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
                                       KEY_ROWS)
             s, _, _, _ = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok,
-                                 pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR, FULL, KEY_ROWS,
-                                 IEEE)
+                                 pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
+                                 pid_m * BLOCK_M + Q_OFFSET, start_n, HAS_PAD, CAUSAL,
+                                 FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
+                                 BLOCK_M, BLOCK_N)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])
@@ -310,13 +352,15 @@ if triton is not None:
 
     @triton.jit
     def _backward_dkdv_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, DO, LSE, DELTA, D_HIST, DK, DV,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, DO, LSE, DELTA, D_HIST, DK, DV,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
-        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
+        H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        HIST: tl.constexpr, IEEE: tl.constexpr,
+        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
@@ -341,14 +385,20 @@ if triton is not None:
             rows = start_m + tl.arange(0, BLOCK_M)
             row_ok = rows < TQ
             q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+            xq = q  # read only with TILE_ROWS
+            if TILE_ROWS:
+                xq = _tile(XQ, b, h, sxb, sxh, sxt, sxd, rows, row_ok, tl.arange(0, BD_X),
+                           D_X)
             do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
             lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
             delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
             table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                  PER_ROW)
             s, _, term, index = _scores(q, kt, table_row, key_row, rows + Q_OFFSET, row_ok,
-                                        cols, col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL,
-                                        FACTOR, FULL, KEY_ROWS, IEEE)
+                                        cols, col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad,
+                                        sar, start_m + Q_OFFSET, pid_n * BLOCK_N, HAS_PAD,
+                                        CAUSAL, FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X,
+                                        BD_X, BLOCK_M, BLOCK_N)
             p = tl.exp2(s - lse[:, None])
             if DROPOUT:  # the dropped probabilities' gradient is dP times the mask's scale
                 z = tl.where(_kept(seed, bh, rows, pid_n * BLOCK_N, TQ, TK, P_DROP, BLOCK_N),
@@ -388,14 +438,16 @@ if triton is not None:
 
     @triton.jit
     def _backward_dq_kernel(
-        Q, K, V, TABLE, KEY_TABLE, PAD, SEED, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
         D_KEY_TABLE,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
-        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
+        s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
+        H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
+        D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        HIST: tl.constexpr, IEEE: tl.constexpr,
+        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
@@ -410,6 +462,9 @@ if triton is not None:
         d_qk = tl.arange(0, BD_QK)
         d_v = tl.arange(0, BD_V)
         q = _tile(Q, b, h, sqb, sqh, sqt, sqd, rows, row_ok, d_qk, D_QK)
+        xq = q  # read only with TILE_ROWS
+        if TILE_ROWS:
+            xq = _tile(XQ, b, h, sxb, sxh, sxt, sxd, rows, row_ok, tl.arange(0, BD_X), D_X)
         do = _tile(DO, b, h, sdb, sdh, sdt, sdd, rows, row_ok, d_v, D_V)
         lse = tl.load(LSE + bh * TQ + rows, mask=row_ok, other=float("inf"))
         delta = tl.load(DELTA + bh * TQ + rows, mask=row_ok, other=0.0)
@@ -438,8 +493,10 @@ if triton is not None:
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
                                       KEY_ROWS)
             s, qk, term, index = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols,
-                                         col_ok, pad_row, R_LO, R, HAS_PAD, CAUSAL, FACTOR,
-                                         FULL, KEY_ROWS, IEEE)
+                                         col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
+                                         pid_m * BLOCK + Q_OFFSET, start_n, HAS_PAD, CAUSAL,
+                                         FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
+                                         BLOCK, BLOCK)
             p = tl.exp2(s - lse[:, None])
             dp = _dot(do, vt, IEEE)
             if HIST:
@@ -520,7 +577,8 @@ def _query_block(tiles: Tiles, q_len: int) -> int:
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
-             pad: Tensor, seed: Tensor, shape: "_Shape") -> tuple[Tensor, Tensor, Tensor]:
+             pad: Tensor, seed: Tensor, shape: "_Shape",
+             tile: Optional[tuple[Tensor, Tensor]] = None) -> tuple[Tensor, Tensor, Tensor]:
     """The forward kernel's launch: the output, the rows' log-sum-exp and, with a
     histogram, the probabilities summed by clipped distance (else ``lse`` again)."""
     batch, heads, q_len, _ = q.shape
@@ -531,7 +589,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
     block_m = _query_block(FORWARD, q_len)
     with on_device_of(q):
         _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-            q, k, v, table, table if key_table is None else key_table, pad, seed, out, lse,
+            q, k, v, table, table if key_table is None else key_table, *(tile or (q, q)),
+            pad, seed, out, lse,
             by_distance, *_strides(q), *_strides(k), *_strides(v), *shape.args(),
             BLOCK_M=block_m, BLOCK_N=FORWARD.block_n, num_warps=FORWARD.num_warps,
             num_stages=FORWARD.num_stages)
@@ -540,10 +599,13 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
 
 def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
               pad: Tensor, seed: Tensor, out: Tensor, lse: Tensor, by_distance: Tensor,
-              d_out: Tensor, d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool
+              d_out: Tensor, d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool,
+              tile: Optional[tuple[Tensor, Tensor]] = None
               ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
     """The backward kernels' launches: the gradients of ``q``, ``k``, ``v``, the table
-    (with ``table_grad``) and the key columns' table (where there is one)."""
+    (with ``table_grad``) and the key columns' table (where there is one). ``tile``:
+    the query rows' ``(x_q, A_q)``, made in the tiles (their gradient ``dS`` is still
+    stored as a ``(B, H, q_len, R)`` tensor, laid out as :func:`_rows` makes one)."""
     batch, heads, q_len, d_qk = q.shape
     k_len = k.size(2)
     d_out = d_out.contiguous()
@@ -562,7 +624,13 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optiona
     q_blocks = triton.cdiv(q_len, block)
     d_key_table = None
     if shape.full:  # dS itself where a pair read the rows, zeros elsewhere; same layout
-        d_table = torch.zeros_like(table) if table_grad else lse
+        if not table_grad:
+            d_table = lse
+        elif tile is not None:
+            d_table = torch.zeros(heads, q_len, batch, shape.r, dtype=tile[0].dtype,
+                                  device=q.device).permute(2, 0, 1, 3)
+        else:
+            d_table = torch.zeros_like(table)
         if key_table is not None and table_grad:
             d_key_table = torch.zeros_like(key_table)
     else:
@@ -570,7 +638,8 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optiona
                                shape.r if table_grad else 1),
                               dtype=torch.float32, device=q.device)
     key_table = table if key_table is None else key_table
-    common = (q, k, v, table, key_table, pad, seed, d_out, lse, delta, d_hist)
+    common = (q, k, v, table, key_table, *(tile or (q, q)), pad, seed, d_out, lse, delta,
+              d_hist)
     strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
     dkdv = BACKWARD_DKDV
     _backward_dkdv_kernel[(triton.cdiv(k_len, dkdv.block_n), batch * heads)](
@@ -663,10 +732,17 @@ def _rows(x: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
     d)`` projections) and its products with ``a`` ``(H, d, R)``: one batched product per
     head, no copy of ``x`` or of ``a`` per sentence, laid out ``(H, len, B, R)`` and
     returned as its ``(B, H, len, R)`` view."""
-    batch, heads, length, d = x.shape
-    x_heads = x.permute(1, 2, 0, 3).reshape(heads, length * batch, d)
+    batch, heads, length, _ = x.shape
+    x_heads = _heads_as_rows(x)
     rows = torch.bmm(x_heads, a).view(heads, length, batch, -1).permute(2, 0, 1, 3)
     return x_heads, rows
+
+
+def _heads_as_rows(x: Tensor) -> Tensor:
+    """``(B, H, len, d)`` as ``(H, len * B, d)``: a view of fairseq's ``(len, B, H * d)``
+    projections."""
+    batch, heads, length, d = x.shape
+    return x.permute(1, 2, 0, 3).reshape(heads, length * batch, d)
 
 
 class _RowsAttention(torch.autograd.Function):
@@ -674,32 +750,40 @@ class _RowsAttention(torch.autograd.Function):
     ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``): made in the forward for the kernel and
     again in the backward, never kept (``B x H x len x R`` each, twice a ``len x len``
     tensor); their gradients ``dS`` (stored in place) go to ``x`` and ``A`` by one
-    product each per head, the batch folded into the rows."""
+    product each per head, the batch folded into the rows. With ``in_tile`` the query
+    rows are not made as a table: each tile makes its own from ``x_q`` and ``A_q``
+    (:func:`_rows_in_tile`)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
                 x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
                 key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
-                seed: Tensor):
+                seed: Tensor, in_tile: bool):
         pad = _padding_mask(key_padding_mask, q.device)
-        rows_q = _rows(x_q, a_q)[1]
+        tile = (x_q, a_q) if in_tile else None
+        rows_q = a_q if in_tile else _rows(x_q, a_q)[1]
         rows_k = None if x_k is None else _rows(x_k, a_k)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
-                          causal, key_table=rows_k, full=True, dropout_p=dropout_p)
-        out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape)
+                          causal, key_table=rows_k, full=True, dropout_p=dropout_p,
+                          tile=tile)
+        out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape, tile)
         ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse)
-        ctx.shape = shape
+        ctx.shape, ctx.in_tile = shape, in_tile
         return out
 
     @staticmethod
     def backward(ctx, d_out: Tensor):
         q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
-        x_q_heads, rows_q = _rows(x_q, a_q)
+        tile = (x_q, a_q) if ctx.in_tile else None
+        if tile is not None:
+            x_q_heads, rows_q = _heads_as_rows(x_q), a_q
+        else:
+            x_q_heads, rows_q = _rows(x_q, a_q)
         x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
         with on_device_of(d_out):
             dq, dk, dv, d_rows_q, d_rows_k = _backward(
                 q, k, v, rows_q, rows_k, pad, seed, out, lse, lse, d_out, None, ctx.shape,
-                True)
+                True, tile)
         grads = [dq, dk, dv]
         needs = ctx.needs_input_grad
         for x, x_heads, a, d_rows, n in ((x_q, x_q_heads, a_q, d_rows_q, 3),
@@ -714,7 +798,7 @@ class _RowsAttention(torch.autograd.Function):
                 d_x = torch.bmm(d_rows, a.transpose(1, 2)).view(
                     heads, x.size(2), x.size(0), -1).permute(2, 0, 1, 3)
             grads += [d_x, torch.bmm(x_heads.transpose(1, 2), d_rows) if needs[n + 1] else None]
-        return (*grads, None, None, None, None, None, None)
+        return (*grads, None, None, None, None, None, None, None)
 
 
 class _Shape:
@@ -723,7 +807,8 @@ class _Shape:
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
                  factor: bool, hist: bool, ieee: bool, key_table: Optional[Tensor] = None,
-                 full: bool = False, dropout_p: float = 0.0) -> None:
+                 full: bool = False, dropout_p: float = 0.0,
+                 tile: Optional[tuple[Tensor, Tensor]] = None) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
@@ -732,6 +817,15 @@ class _Shape:
         # (FULL) shares the batch and position strides; only its heads' stride differs.
         self.s_rows = (table.stride(0), table.stride(1), table.stride(2)) if self.per_row \
             else (0, 0, 0)
+        # Rows made in the tiles from (x_q, A_q) (``table`` is A_q): no table is read; the
+        # strides are those of its gradient, (H, q_len, B, R) in memory (_backward).
+        self.tile_rows = tile is not None
+        self.s_x, self.s_a, self.d_x = (0, 0, 0, 0), (0, 0, 0), 16
+        if tile is not None:
+            x_q, a_q = tile
+            self.per_row, self.s_rows = True, (self.r, q_len * x_q.size(0) * self.r,
+                                               x_q.size(0) * self.r)
+            self.s_x, self.s_a, self.d_x = _strides(x_q), tuple(a_q.stride()), x_q.size(3)
         self.key_rows = key_table is not None
         self.s_key_h = key_table.stride(1) if key_table is not None else 0
         if key_table is not None and (key_table.stride(0), key_table.stride(2)) != (
@@ -746,16 +840,17 @@ class _Shape:
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
            key_table: Optional[Tensor] = None, full: bool = False,
-           dropout_p: float = 0.0) -> "_Shape":
+           dropout_p: float = 0.0, tile: Optional[tuple[Tensor, Tensor]] = None) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
-                   key_table, full, dropout_p)
+                   key_table, full, dropout_p, tile)
 
     def args(self) -> tuple:
-        return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len,
-                self.k_len, self.q_offset, self.r_lo, self.r, self.d_qk, self.d_v,
-                _block_dim(self.d_qk), _block_dim(self.d_v), self.has_pad, self.causal,
-                self.factor, self.per_row, self.key_rows, self.full, self.hist, self.ieee,
+        return (self.s_table_h, *self.s_rows, self.s_key_h, *self.s_x, *self.s_a,
+                self.heads, self.q_len, self.k_len, self.q_offset, self.r_lo, self.r,
+                self.d_qk, self.d_v, _block_dim(self.d_qk), _block_dim(self.d_v), self.d_x,
+                _block_dim(self.d_x), self.has_pad, self.causal, self.factor, self.per_row,
+                self.key_rows, self.full, self.tile_rows, self.hist, self.ieee,
                 self.dropout_p, 1.0 / (1.0 - self.dropout_p), self.dropout_p > 0.0)
 
 
@@ -832,7 +927,8 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
                             r_lo: int, q_offset: int = 0,
                             key_padding_mask: Optional[Tensor] = None, causal: bool = False,
                             key_rows: Optional[tuple[Tensor, Tensor]] = None,
-                            dropout_p: float = 0.0, seed: Optional[Tensor] = None) -> Tensor:
+                            dropout_p: float = 0.0, seed: Optional[Tensor] = None,
+                            in_tile: bool = False) -> Tensor:
     """Attention with terms that read the content by distance (Transformer-XL's ``q_i.W_R
     R_{i-j}``, Huang et al.'s method 4), every distance its own table column:
     ``softmax(q k^T + (x_q A_q)[b, h, i, r_ij] + (x_k A_k)[b, h, j, r_ij] + mask) v`` with
@@ -846,6 +942,12 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     ``dropout_p``: attention dropout on the probabilities (each kept one scaled by ``1 /
     (1 - dropout_p)``), its mask drawn in the tiles from ``seed`` (:func:`dropout_keep`;
     None: :func:`dropout_seed`).
+    ``in_tile``: each tile makes its query rows' products itself (:func:`_rows_in_tile`)
+    instead of reading them from ``x_q A_q`` made as a ``B x H x q_len x R`` tensor
+    before the kernel, in the forward and again in the backward: the same sums, without
+    those tensors' memory traffic, at the cost of a ``BLOCK x 2 BLOCK`` product per tile.
+    Not yet timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``); the attention does
+    not use it.
     """
     _check_triton()
     q_len, k_len = q.size(2), k.size(2)
@@ -867,4 +969,4 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
                                 key_padding_mask, causal, dropout_p,
-                                _dropout(dropout_p, seed, q.device))
+                                _dropout(dropout_p, seed, q.device), in_tile)

@@ -1,0 +1,101 @@
+"""``distance_rows_attention`` per call, forward + backward, with the query rows made as a
+``B x H x T x R`` tensor before the kernel (what ``xl`` and ``huang4`` run) against made
+inside each tile (``in_tile=True``), interleaved, on one GPU; and how far the two agree.
+
+    python docs/benchmark-gpu-runs/rows_in_tile.py OUT.json [--reps 30]
+
+Shapes of the issue's batches (64 x 512 and 256 x 128 tokens, 8 heads, head dimension 64),
+fp16 and bf16, as ``xl``'s encoder (every distance), its causal decoder, and ``huang4``'s
+encoder (key rows too); queries laid out as fairseq's ``(T, B, H * d)`` projections.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+
+from fairseq_posenc.kernels.distance import distance_rows_attention
+
+CASES = {  # name: (causal, key rows)
+    "xl encoder": (False, False),
+    "xl decoder (causal)": (True, False),
+    "huang4 encoder": (False, True),
+}
+
+
+def inputs(batch: int, length: int, dtype: torch.dtype, causal: bool, key_rows: bool):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    heads, d = 8, 64
+
+    def projection() -> torch.Tensor:  # (B, H, T, d) views of (T, B, H * d)
+        x = torch.randn(length, batch, heads, d, generator=g, device="cuda") / d ** 0.5
+        return x.to(dtype).permute(1, 2, 0, 3).requires_grad_()
+
+    r = length if causal else 2 * length - 1
+    table = lambda: (torch.randn(heads, d, r, generator=g, device="cuda") / d ** 0.5
+                     ).to(dtype).requires_grad_()
+    q, k, v, x_q = projection(), projection(), projection(), projection()
+    a_q = table()
+    keys = (projection(), table()) if key_rows else None
+    pad = torch.zeros(batch, length, dtype=torch.bool, device="cuda")
+    pad[0, : length // 10] = True  # left padding
+    return q, k, v, (x_q, a_q), keys, pad, -(length - 1)
+
+
+def call(args, causal: bool, in_tile: bool):
+    q, k, v, rows, keys, pad, r_lo = args
+    out = distance_rows_attention(q, k, v, rows, r_lo, 0, pad, causal, keys,
+                                  in_tile=in_tile)
+    leaves = [q, k, v, *rows, *(keys or ())]
+    grads = torch.autograd.grad(out, leaves, torch.ones_like(out))
+    return out, grads
+
+
+def seconds(fn) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--reps", type=int, default=30)
+    opts = parser.parse_args()
+    records = []
+    for batch, length in ((64, 512), (256, 128)):
+        for dtype in (torch.float16, torch.bfloat16):
+            for name, (causal, key_rows) in CASES.items():
+                args = inputs(batch, length, dtype, causal, key_rows)
+                (ref_out, ref_grads), (out, grads) = (call(args, causal, t) for t in (False, True))
+                got = [t.detach().float() for t in (out, *grads)]
+                ref = [t.detach().float() for t in (ref_out, *ref_grads)]
+                error = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(got, ref))
+                times = {False: [], True: []}
+                for _ in range(3):  # warm-up, compilation
+                    for t in times:
+                        call(args, causal, t)
+                for _ in range(opts.reps):
+                    for t in times:
+                        times[t].append(seconds(lambda: call(args, causal, t)))
+                table_ms, tile_ms = (1e3 * statistics.median(times[t]) for t in (False, True))
+                records.append({"case": name, "batch": batch, "length": length,
+                                "dtype": str(dtype).removeprefix("torch."),
+                                "rows_as_tensor_ms": table_ms, "rows_in_tile_ms": tile_ms,
+                                "ratio": tile_ms / table_ms, "max_relative_difference": error})
+                print(f"{name:22s} {batch:3d} x {length:3d} {records[-1]['dtype']:8s} "
+                      f"tensor {table_ms:7.3f} ms  in tile {tile_ms:7.3f} ms  "
+                      f"ratio {tile_ms / table_ms:.3f}  difference {error:.1e}", flush=True)
+    with open(opts.out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "reps": opts.reps, "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
