@@ -12,8 +12,9 @@
 #   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
 #              own path is new since the table's translation column)
 #   rows       xl's and huang4's kernel per call with the query rows made in the tiles
-#              (``in_tile``) against as a tensor, fp16 and bf16 (rows_in_tile.py): if
-#              faster, make it what the attention runs and time their training steps
+#              (``in_tile``) against as a tensor, fp16 and bf16 (rows_in_tile.py)
+#   rows-train their training steps both ways (kernels.distance.ROWS_IN_TILE), fp16:
+#              if faster, make ROWS_IN_TILE True
 #
 # The device has torch, triton, numpy, sacrebleu and sentencepiece; fairseq and the rest
 # come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
@@ -50,8 +51,17 @@ case "$stage" in
   rows)
     python3 docs/benchmark-gpu-runs/rows_in_tile.py "$out/rows-in-tile.json" 2>&1 | tail -40
     ;;
+  rows-train)
+    for in_tile in False True; do
+      python3 -c "import sys, fairseq_posenc.kernels.distance as d; d.ROWS_IN_TILE = $in_tile
+from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
+          --device cuda --level model --encodings xl huang4 --lengths 128 512 \
+          --dtype float16 --calls train --reps 8 --out-json "$out/rows-train-$in_tile.json" \
+          --out-md "$out/rows-train-$in_tile.md" 2>&1 | tail -12
+    done
+    ;;
   *)
-    echo "unknown stage '$stage': tests, dropout, translate or rows" >&2
+    echo "unknown stage '$stage': tests, dropout, translate, rows or rows-train" >&2
     exit 2
     ;;
 esac

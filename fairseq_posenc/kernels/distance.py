@@ -38,7 +38,7 @@ Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient 
 query rows are instead made inside each tile from ``x_q`` and the distances' columns of
 ``A_q`` that the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather
 (:func:`_rows_in_tile`), so that only their gradient is a ``B x H x len x R`` tensor; not
-yet timed on a GPU, and the attention does not use it.
+yet timed on a GPU, and off by default (:data:`ROWS_IN_TILE`).
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -570,6 +570,13 @@ BACKWARD_DKDV = Tiles(64, 64)
 BACKWARD_DQ = Tiles(64, 64)
 
 
+#: What :func:`distance_rows_attention` does by default (``in_tile=None``), and so what the
+#: attention runs for ``xl`` and ``huang4``: False, their query rows as a tensor, until the
+#: rows made in the tiles are timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``, whose
+#: ``rows-train`` stage sets it to time training steps both ways).
+ROWS_IN_TILE = False
+
+
 def _query_block(tiles: Tiles, q_len: int) -> int:
     """Fewer query rows per tile for a short query block (a decoding step: one row), at
     least 16 (``tl.dot``)."""
@@ -928,7 +935,7 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
                             key_padding_mask: Optional[Tensor] = None, causal: bool = False,
                             key_rows: Optional[tuple[Tensor, Tensor]] = None,
                             dropout_p: float = 0.0, seed: Optional[Tensor] = None,
-                            in_tile: bool = False) -> Tensor:
+                            in_tile: Optional[bool] = None) -> Tensor:
     """Attention with terms that read the content by distance (Transformer-XL's ``q_i.W_R
     R_{i-j}``, Huang et al.'s method 4), every distance its own table column:
     ``softmax(q k^T + (x_q A_q)[b, h, i, r_ij] + (x_k A_k)[b, h, j, r_ij] + mask) v`` with
@@ -945,9 +952,8 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     ``in_tile``: each tile makes its query rows' products itself (:func:`_rows_in_tile`)
     instead of reading them from ``x_q A_q`` made as a ``B x H x q_len x R`` tensor
     before the kernel, in the forward and again in the backward: the same sums, without
-    those tensors' memory traffic, at the cost of a ``BLOCK x 2 BLOCK`` product per tile.
-    Not yet timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``); the attention does
-    not use it.
+    those tensors' memory traffic, at the cost of a ``BLOCK x 2 BLOCK`` product per tile;
+    None: :data:`ROWS_IN_TILE`.
     """
     _check_triton()
     q_len, k_len = q.size(2), k.size(2)
@@ -969,4 +975,5 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
                                 key_padding_mask, causal, dropout_p,
-                                _dropout(dropout_p, seed, q.device), in_tile)
+                                _dropout(dropout_p, seed, q.device),
+                                ROWS_IN_TILE if in_tile is None else in_tile)
