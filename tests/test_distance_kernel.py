@@ -675,16 +675,17 @@ def test_rows_in_the_tiles_with_other_tile_shapes(name, monkeypatch):
 
 
 @pytest.mark.parametrize("switch", [False, True])
-def test_rows_in_tile_is_the_module_switch_by_default(switch, monkeypatch):
-    """``in_tile=None`` follows ``ROWS_IN_TILE`` (what the attention gets): with it, the
-    query rows are never made as a tensor, in the forward or the backward."""
+@pytest.mark.parametrize("name,sides", [("decoder, causal, rows with no key (XL)", 1),
+                                        ("decoder, causal (Huang 4)", 2)])
+def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monkeypatch):
+    """``in_tile=None`` follows ``ROWS_IN_TILE`` (what the attention gets): with it, no
+    rows are ever made as a tensor, in the forward or the backward."""
     made = []
     real = kernels._rows
     monkeypatch.setattr(kernels, "_rows", lambda x, a: made.append(x.shape) or real(x, a))
     monkeypatch.setattr(kernels, "ROWS_IN_TILE", switch)
-    got, ref = run_rows(ROWS_CONFIGS["decoder, causal, rows with no key (XL)"],
-                        torch.float32, in_tile=None)
-    assert len(made) == (0 if switch else 2)  # forward, backward
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=None)
+    assert len(made) == (0 if switch else 2 * sides)  # forward, backward; per side
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 

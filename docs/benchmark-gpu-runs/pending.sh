@@ -11,7 +11,7 @@
 #              tokens, for the encodings the fused kernels run (their dropout is new)
 #   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
 #              own path is new since the table's translation column)
-#   rows       xl's and huang4's kernel per call with the query rows made in the tiles
+#   rows       xl's and huang4's kernel per call with the rows made in the tiles
 #              (``in_tile``) against as a tensor, fp16 and bf16 (rows_in_tile.py)
 #   rows-train their training steps both ways (kernels.distance.ROWS_IN_TILE), fp16:
 #              if faster, make ROWS_IN_TILE True

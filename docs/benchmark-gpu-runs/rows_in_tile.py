@@ -1,5 +1,5 @@
-"""``distance_rows_attention`` per call, forward + backward, with the query rows made as a
-``B x H x T x R`` tensor before the kernel (what ``xl`` and ``huang4`` run) against made
+"""``distance_rows_attention`` per call, forward + backward, with the rows made as
+``B x H x T x R`` tensors before the kernel (what ``xl`` and ``huang4`` run) against made
 inside each tile (``in_tile=True``), interleaved, on one GPU; and how far the two agree.
 
     python docs/benchmark-gpu-runs/rows_in_tile.py OUT.json [--reps 30]

@@ -35,10 +35,10 @@ read it (a ``B x H x len x R`` tensor, like the tables, which are made from thei
 factors in the forward and again in the backward, never kept); on an H100 that took a
 Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
 ``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). With ``in_tile`` the
-query rows are instead made inside each tile from ``x_q`` and the distances' columns of
-``A_q`` that the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather
-(:func:`_rows_in_tile`), so that only their gradient is a ``B x H x len x R`` tensor; not
-yet timed on a GPU, and off by default (:data:`ROWS_IN_TILE`).
+rows are instead made inside each tile from ``x`` and the distances' columns of ``A`` that
+the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather (:func:`_rows_in_tile`,
+:func:`_key_rows_in_tile`), so that only their gradients are ``B x H x len x R`` tensors;
+not yet timed on a GPU, and off by default (:data:`ROWS_IN_TILE`).
 
 Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
 (``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
@@ -153,7 +153,7 @@ if triton is not None:
 
     @triton.jit
     def _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                xq, AQ, h, sah, sad, sar, m_first, start_n,
+                xq, AQ, h, sah, sad, sar, m_first, start_n, xkt, AK, sakh, sakd, sakr,
                 HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
                 FULL: tl.constexpr, KEY_ROWS: tl.constexpr, IEEE: tl.constexpr,
                 TILE_ROWS: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
@@ -165,7 +165,8 @@ if triton is not None:
         that cover every distance, read unclipped, and with ``KEY_ROWS`` one per key
         column too (``key_row``, :func:`_key_rows_start`); with ``TILE_ROWS`` the query
         rows' term made in the tile from ``xq``, the block's ``x_q``, and ``A_q``
-        (:func:`_rows_in_tile`; ``m_first``, ``start_n``: the tile's first query and key)."""
+        (:func:`_rows_in_tile`; ``m_first``, ``start_n``: the tile's first query and key),
+        and the key columns' from ``xkt``, the key tile's ``x_k^T``, and ``A_k``."""
         r = cols[None, :] - i_abs[:, None]
         qk = _dot(q, kt, IEEE)
         if FULL:
@@ -177,7 +178,10 @@ if triton is not None:
             else:
                 term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
                                mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
-            if KEY_ROWS:
+            if KEY_ROWS and TILE_ROWS:
+                term += _key_rows_in_tile(xkt, AK, h, sakh, sakd, sakr, m_first, start_n,
+                                          R_LO, R, IEEE, D_X, BD_X, BLOCK_M, BLOCK_N)
+            elif KEY_ROWS:
                 term += tl.load(key_row + i_abs[:, None], mask=col_ok[None, :] & read,
                                 other=0.0).to(tl.float32)
         else:
@@ -216,6 +220,27 @@ if triton is not None:
         made = _dot(xq, a.to(xq.dtype), IEEE)
         skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
         return tl.gather(made, skew, 1)
+
+    @triton.jit
+    def _key_rows_in_tile(xkt, AK, h, sakh, sakd, sakr, m_first, start_n, R_LO, R,
+                          IEEE: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+        """``x_k[j] . A_k[h, :, j - i - R_LO]`` for the tile's pairs, as
+        :func:`_rows_in_tile` makes the query side's: the columns the tile spans times
+        the key tile, then each key column skewed (pair ``(a, n)`` at row ``n - a +
+        BLOCK_M - 1``). ``A_k`` arrives with its distances reversed (the layout of the key
+        columns' table, :func:`_key_rows_start`): column ``c`` at ``R - 1 - c``."""
+        if BLOCK_M > BLOCK_N:  # tile sides are powers of two
+            w = tl.arange(0, 2 * BLOCK_M)
+        else:
+            w = tl.arange(0, 2 * BLOCK_N)
+        col = start_n - m_first - (BLOCK_M - 1) - R_LO + w
+        d = tl.arange(0, BD_X)
+        at = tl.load(AK + h * sakh + (R - 1 - col)[:, None] * sakr + d[None, :] * sakd,
+                     mask=((col >= 0) & (col < R))[:, None] & (d < D_X)[None, :], other=0.0)
+        made = _dot(at.to(xkt.dtype), xkt, IEEE)
+        skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
+        return tl.gather(made, skew, 0)
 
     @triton.jit
     def _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
@@ -267,10 +292,10 @@ if triton is not None:
 
     @triton.jit
     def _forward_kernel(
-        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, O, LSE, HIST_OUT,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, XK, AK, PAD, SEED, O, LSE, HIST_OUT,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
-        H, TQ, TK, Q_OFFSET, R_LO, R,
+        skxb, skxh, skxt, skxd, sakh, sakd, sakr, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
@@ -306,11 +331,16 @@ if triton is not None:
             cols = start_n + tl.arange(0, BLOCK_N)
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
+            xkt = kt  # read only with TILE_ROWS and KEY_ROWS
+            if TILE_ROWS and KEY_ROWS:
+                xkt = _tile_t(XK, b, h, skxb, skxh, skxt, skxd, cols, col_ok,
+                              tl.arange(0, BD_X), D_X)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
                                       KEY_ROWS)
             s, _, _, _ = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok,
                                  pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
-                                 pid_m * BLOCK_M + Q_OFFSET, start_n, HAS_PAD, CAUSAL,
+                                 pid_m * BLOCK_M + Q_OFFSET, start_n, xkt, AK, sakh, sakd,
+                                 sakr, HAS_PAD, CAUSAL,
                                  FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
                                  BLOCK_M, BLOCK_N)
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -352,10 +382,10 @@ if triton is not None:
 
     @triton.jit
     def _backward_dkdv_kernel(
-        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, DO, LSE, DELTA, D_HIST, DK, DV,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, XK, AK, PAD, SEED, DO, LSE, DELTA, D_HIST, DK, DV,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
-        H, TQ, TK, Q_OFFSET, R_LO, R,
+        skxb, skxh, skxt, skxd, sakh, sakd, sakr, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
@@ -371,6 +401,10 @@ if triton is not None:
         d_v = tl.arange(0, BD_V)
         kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
         vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
+        xkt = kt  # read only with TILE_ROWS and KEY_ROWS
+        if TILE_ROWS and KEY_ROWS:
+            xkt = _tile_t(XK, b, h, skxb, skxh, skxt, skxd, cols, col_ok, tl.arange(0, BD_X),
+                          D_X)
         pad_row = PAD + b * TK
         key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
                                       KEY_ROWS)
@@ -396,7 +430,8 @@ if triton is not None:
                                  PER_ROW)
             s, _, term, index = _scores(q, kt, table_row, key_row, rows + Q_OFFSET, row_ok,
                                         cols, col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad,
-                                        sar, start_m + Q_OFFSET, pid_n * BLOCK_N, HAS_PAD,
+                                        sar, start_m + Q_OFFSET, pid_n * BLOCK_N, xkt, AK,
+                                        sakh, sakd, sakr, HAS_PAD,
                                         CAUSAL, FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X,
                                         BD_X, BLOCK_M, BLOCK_N)
             p = tl.exp2(s - lse[:, None])
@@ -438,11 +473,11 @@ if triton is not None:
 
     @triton.jit
     def _backward_dq_kernel(
-        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, PAD, SEED, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
+        Q, K, V, TABLE, KEY_TABLE, XQ, AQ, XK, AK, PAD, SEED, DO, LSE, DELTA, D_HIST, DQ, DTABLE,
         D_KEY_TABLE,
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, sxb, sxh, sxt, sxd, sah, sad, sar,
-        H, TQ, TK, Q_OFFSET, R_LO, R,
+        skxb, skxh, skxt, skxd, sakh, sakd, sakr, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
@@ -490,11 +525,16 @@ if triton is not None:
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
+            xkt = kt  # read only with TILE_ROWS and KEY_ROWS
+            if TILE_ROWS and KEY_ROWS:
+                xkt = _tile_t(XK, b, h, skxb, skxh, skxt, skxd, cols, col_ok,
+                              tl.arange(0, BD_X), D_X)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
                                       KEY_ROWS)
             s, qk, term, index = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols,
                                          col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
-                                         pid_m * BLOCK + Q_OFFSET, start_n, HAS_PAD, CAUSAL,
+                                         pid_m * BLOCK + Q_OFFSET, start_n, xkt, AK, sakh,
+                                         sakd, sakr, HAS_PAD, CAUSAL,
                                          FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
                                          BLOCK, BLOCK)
             p = tl.exp2(s - lse[:, None])
@@ -542,6 +582,16 @@ if triton is not None:
                      mask=row_ok[:, None] & (c < R)[None, :])
 
 
+#: The rows made in the tiles: ``(x_q, A_q, x_k, A_k)``, the key side None where there is
+#: none (:func:`distance_rows_attention`'s ``in_tile``).
+TileRows = tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor]]
+
+
+def _tile_operands(tile: Optional[TileRows], placeholder: Tensor) -> tuple[Tensor, ...]:
+    """The kernels' ``XQ, AQ, XK, AK`` arguments: ``placeholder`` where not read."""
+    return tuple(placeholder if x is None else x for x in (tile or (None,) * 4))
+
+
 def _strides(x: Tensor) -> tuple[int, int, int, int]:
     return x.stride(0), x.stride(1), x.stride(2), x.stride(3)
 
@@ -585,7 +635,7 @@ def _query_block(tiles: Tiles, q_len: int) -> int:
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
              pad: Tensor, seed: Tensor, shape: "_Shape",
-             tile: Optional[tuple[Tensor, Tensor]] = None) -> tuple[Tensor, Tensor, Tensor]:
+             tile: Optional[TileRows] = None) -> tuple[Tensor, Tensor, Tensor]:
     """The forward kernel's launch: the output, the rows' log-sum-exp and, with a
     histogram, the probabilities summed by clipped distance (else ``lse`` again)."""
     batch, heads, q_len, _ = q.shape
@@ -596,7 +646,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
     block_m = _query_block(FORWARD, q_len)
     with on_device_of(q):
         _forward_kernel[(triton.cdiv(q_len, block_m), batch * heads)](
-            q, k, v, table, table if key_table is None else key_table, *(tile or (q, q)),
+            q, k, v, table, table if key_table is None else key_table, *_tile_operands(tile, q),
             pad, seed, out, lse,
             by_distance, *_strides(q), *_strides(k), *_strides(v), *shape.args(),
             BLOCK_M=block_m, BLOCK_N=FORWARD.block_n, num_warps=FORWARD.num_warps,
@@ -607,12 +657,12 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional
 def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],
               pad: Tensor, seed: Tensor, out: Tensor, lse: Tensor, by_distance: Tensor,
               d_out: Tensor, d_by_distance: Optional[Tensor], shape: "_Shape", table_grad: bool,
-              tile: Optional[tuple[Tensor, Tensor]] = None
+              tile: Optional[TileRows] = None
               ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor], Optional[Tensor]]:
     """The backward kernels' launches: the gradients of ``q``, ``k``, ``v``, the table
     (with ``table_grad``) and the key columns' table (where there is one). ``tile``:
-    the query rows' ``(x_q, A_q)``, made in the tiles (their gradient ``dS`` is still
-    stored as a ``(B, H, q_len, R)`` tensor, laid out as :func:`_rows` makes one)."""
+    the rows' factors, made in the tiles (their gradients ``dS`` are still stored as
+    ``(B, H, len, R)`` tensors, laid out as :func:`_rows` makes them)."""
     batch, heads, q_len, d_qk = q.shape
     k_len = k.size(2)
     d_out = d_out.contiguous()
@@ -638,14 +688,17 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optiona
                                   device=q.device).permute(2, 0, 1, 3)
         else:
             d_table = torch.zeros_like(table)
-        if key_table is not None and table_grad:
+        if tile is not None and tile[2] is not None and table_grad:
+            d_key_table = torch.zeros(heads, k_len, batch, shape.r, dtype=tile[2].dtype,
+                                      device=q.device).permute(2, 0, 1, 3)
+        elif key_table is not None and table_grad:
             d_key_table = torch.zeros_like(key_table)
     else:
         d_table = torch.zeros((batch * heads * (q_len if shape.per_row else q_blocks),
                                shape.r if table_grad else 1),
                               dtype=torch.float32, device=q.device)
     key_table = table if key_table is None else key_table
-    common = (q, k, v, table, key_table, *(tile or (q, q)), pad, seed, d_out, lse, delta,
+    common = (q, k, v, table, key_table, *_tile_operands(tile, q), pad, seed, d_out, lse, delta,
               d_hist)
     strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(d_out))
     dkdv = BACKWARD_DKDV
@@ -757,9 +810,9 @@ class _RowsAttention(torch.autograd.Function):
     ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``): made in the forward for the kernel and
     again in the backward, never kept (``B x H x len x R`` each, twice a ``len x len``
     tensor); their gradients ``dS`` (stored in place) go to ``x`` and ``A`` by one
-    product each per head, the batch folded into the rows. With ``in_tile`` the query
-    rows are not made as a table: each tile makes its own from ``x_q`` and ``A_q``
-    (:func:`_rows_in_tile`)."""
+    product each per head, the batch folded into the rows. With ``in_tile`` the rows
+    are not made as tables: each tile makes its own from ``x`` and ``A``
+    (:func:`_rows_in_tile`, :func:`_key_rows_in_tile`)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
@@ -767,9 +820,9 @@ class _RowsAttention(torch.autograd.Function):
                 key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
                 seed: Tensor, in_tile: bool):
         pad = _padding_mask(key_padding_mask, q.device)
-        tile = (x_q, a_q) if in_tile else None
+        tile = (x_q, a_q, x_k, a_k) if in_tile else None
         rows_q = a_q if in_tile else _rows(x_q, a_q)[1]
-        rows_k = None if x_k is None else _rows(x_k, a_k)[1]
+        rows_k = None if x_k is None or in_tile else _rows(x_k, a_k)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
                           causal, key_table=rows_k, full=True, dropout_p=dropout_p,
                           tile=tile)
@@ -781,12 +834,13 @@ class _RowsAttention(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_out: Tensor):
         q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
-        tile = (x_q, a_q) if ctx.in_tile else None
+        tile = (x_q, a_q, x_k, a_k) if ctx.in_tile else None
         if tile is not None:
             x_q_heads, rows_q = _heads_as_rows(x_q), a_q
+            x_k_heads, rows_k = (None, None) if x_k is None else (_heads_as_rows(x_k), None)
         else:
             x_q_heads, rows_q = _rows(x_q, a_q)
-        x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
+            x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
         with on_device_of(d_out):
             dq, dk, dv, d_rows_q, d_rows_k = _backward(
                 q, k, v, rows_q, rows_k, pad, seed, out, lse, lse, d_out, None, ctx.shape,
@@ -815,7 +869,7 @@ class _Shape:
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
                  factor: bool, hist: bool, ieee: bool, key_table: Optional[Tensor] = None,
                  full: bool = False, dropout_p: float = 0.0,
-                 tile: Optional[tuple[Tensor, Tensor]] = None) -> None:
+                 tile: Optional[TileRows] = None) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
@@ -828,13 +882,17 @@ class _Shape:
         # strides are those of its gradient, (H, q_len, B, R) in memory (_backward).
         self.tile_rows = tile is not None
         self.s_x, self.s_a, self.d_x = (0, 0, 0, 0), (0, 0, 0), 16
-        if tile is not None:
-            x_q, a_q = tile
-            self.per_row, self.s_rows = True, (self.r, q_len * x_q.size(0) * self.r,
-                                               x_q.size(0) * self.r)
-            self.s_x, self.s_a, self.d_x = _strides(x_q), tuple(a_q.stride()), x_q.size(3)
+        self.s_xk, self.s_ak = (0, 0, 0, 0), (0, 0, 0)
         self.key_rows = key_table is not None
         self.s_key_h = key_table.stride(1) if key_table is not None else 0
+        if tile is not None:
+            x_q, a_q, x_k, a_k = tile
+            batch = x_q.size(0)
+            self.per_row, self.s_rows = True, (self.r, q_len * batch * self.r, batch * self.r)
+            self.s_x, self.s_a, self.d_x = _strides(x_q), tuple(a_q.stride()), x_q.size(3)
+            if x_k is not None and a_k is not None:  # its gradient: (H, k_len, B, R)
+                self.key_rows, self.s_key_h = True, k_len * batch * self.r
+                self.s_xk, self.s_ak = _strides(x_k), tuple(a_k.stride())
         if key_table is not None and (key_table.stride(0), key_table.stride(2)) != (
                 self.s_rows[0], self.s_rows[2]):
             raise ValueError("the key columns' table must be laid out as the query rows'")
@@ -847,17 +905,18 @@ class _Shape:
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
            key_table: Optional[Tensor] = None, full: bool = False,
-           dropout_p: float = 0.0, tile: Optional[tuple[Tensor, Tensor]] = None) -> "_Shape":
+           dropout_p: float = 0.0, tile: Optional[TileRows] = None) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
                    key_table, full, dropout_p, tile)
 
     def args(self) -> tuple:
         return (self.s_table_h, *self.s_rows, self.s_key_h, *self.s_x, *self.s_a,
-                self.heads, self.q_len, self.k_len, self.q_offset, self.r_lo, self.r,
-                self.d_qk, self.d_v, _block_dim(self.d_qk), _block_dim(self.d_v), self.d_x,
-                _block_dim(self.d_x), self.has_pad, self.causal, self.factor, self.per_row,
-                self.key_rows, self.full, self.tile_rows, self.hist, self.ieee,
+                *self.s_xk, *self.s_ak, self.heads, self.q_len, self.k_len, self.q_offset,
+                self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
+                _block_dim(self.d_v), self.d_x, _block_dim(self.d_x), self.has_pad,
+                self.causal, self.factor, self.per_row, self.key_rows, self.full,
+                self.tile_rows, self.hist, self.ieee,
                 self.dropout_p, 1.0 / (1.0 - self.dropout_p), self.dropout_p > 0.0)
 
 
@@ -949,11 +1008,11 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     ``dropout_p``: attention dropout on the probabilities (each kept one scaled by ``1 /
     (1 - dropout_p)``), its mask drawn in the tiles from ``seed`` (:func:`dropout_keep`;
     None: :func:`dropout_seed`).
-    ``in_tile``: each tile makes its query rows' products itself (:func:`_rows_in_tile`)
-    instead of reading them from ``x_q A_q`` made as a ``B x H x q_len x R`` tensor
-    before the kernel, in the forward and again in the backward: the same sums, without
-    those tensors' memory traffic, at the cost of a ``BLOCK x 2 BLOCK`` product per tile;
-    None: :data:`ROWS_IN_TILE`.
+    ``in_tile``: each tile makes the products itself (:func:`_rows_in_tile`,
+    :func:`_key_rows_in_tile`) instead of reading them from ``x_q A_q`` (and ``x_k A_k``)
+    made as ``B x H x len x R`` tensors before the kernel, in the forward and again in
+    the backward: the same sums, without those tensors' memory traffic, at the cost of a
+    ``BLOCK x 2 BLOCK`` product per tile and side; None: :data:`ROWS_IN_TILE`.
     """
     _check_triton()
     q_len, k_len = q.size(2), k.size(2)
