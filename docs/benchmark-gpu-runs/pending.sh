@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU measurements pending since the last GPU session (2026-11-23): the code since then
-# has attention dropout inside the fused kernels and lighter decoding steps, neither timed
-# on a GPU. One stage per 10-minute command of the lent H100, from the repository root:
+# has attention dropout inside the fused kernels, lighter decoding steps, and xl's and
+# huang4's rows made inside the tiles (off until timed), none of them timed on a GPU. One
+# stage per 10-minute command of the lent H100, from the repository root:
 #
 #   bash docs/benchmark-gpu-runs/pending.sh OUT STAGE
 #
