@@ -621,7 +621,7 @@ BACKWARD_DQ = Tiles(64, 64)
 
 
 #: What :func:`distance_rows_attention` does by default (``in_tile=None``), and so what the
-#: attention runs for ``xl`` and ``huang4``: False, their query rows as a tensor, until the
+#: attention runs for ``xl`` and ``huang4``: False, their rows as tensors, until the
 #: rows made in the tiles are timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``, whose
 #: ``rows-train`` stage sets it to time training steps both ways).
 ROWS_IN_TILE = False
@@ -878,8 +878,8 @@ class _Shape:
         # (FULL) shares the batch and position strides; only its heads' stride differs.
         self.s_rows = (table.stride(0), table.stride(1), table.stride(2)) if self.per_row \
             else (0, 0, 0)
-        # Rows made in the tiles from (x_q, A_q) (``table`` is A_q): no table is read; the
-        # strides are those of its gradient, (H, q_len, B, R) in memory (_backward).
+        # Rows made in the tiles (``table`` is A_q): no table is read; the strides are
+        # those of their gradients, (H, len, B, R) in memory (_backward).
         self.tile_rows = tile is not None
         self.s_x, self.s_a, self.d_x = (0, 0, 0, 0), (0, 0, 0), 16
         self.s_xk, self.s_ak = (0, 0, 0, 0), (0, 0, 0)
