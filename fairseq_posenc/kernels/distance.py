@@ -200,6 +200,21 @@ if triton is not None:
         return tl.where(valid, s * _LOG2E, float("-inf")), qk, term, index
 
     @triton.jit
+    def _tile_distances(m_first, start_n, R_LO, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr):
+        """For the tile of queries ``m_first + [0, BLOCK_M)`` and keys ``start_n + [0,
+        BLOCK_N)``: the table columns ``j - i - R_LO`` it spans, ``BLOCK_M + BLOCK_N - 1``
+        of them padded to a power of two (from the last query's first key), and where
+        pair ``(a, n)`` finds its own among them, ``n - a + BLOCK_M - 1``."""
+        if BLOCK_M > BLOCK_N:  # tile sides are powers of two
+            w = tl.arange(0, 2 * BLOCK_M)
+        else:
+            w = tl.arange(0, 2 * BLOCK_N)
+        col = start_n - m_first - (BLOCK_M - 1) - R_LO + w
+        skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
+        return col, skew
+
+    @triton.jit
     def _rows_in_tile(xq, AQ, h, sah, sad, sar, m_first, start_n, R_LO, R,
                       IEEE: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -209,16 +224,11 @@ if triton is not None:
         (padded to a power of two), then each row skewed by a gather, pair ``(a, n)`` at
         column ``n - a + BLOCK_M - 1``. Columns outside ``[0, R)`` read as zeros: only
         masked pairs have them."""
-        if BLOCK_M > BLOCK_N:  # tile sides are powers of two
-            w = tl.arange(0, 2 * BLOCK_M)
-        else:
-            w = tl.arange(0, 2 * BLOCK_N)
-        col = start_n - m_first - (BLOCK_M - 1) - R_LO + w
+        col, skew = _tile_distances(m_first, start_n, R_LO, BLOCK_M, BLOCK_N)
         d = tl.arange(0, BD_X)
         a = tl.load(AQ + h * sah + d[:, None] * sad + col[None, :] * sar,
                     mask=(d < D_X)[:, None] & ((col >= 0) & (col < R))[None, :], other=0.0)
         made = _dot(xq, a.to(xq.dtype), IEEE)
-        skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
         return tl.gather(made, skew, 1)
 
     @triton.jit
@@ -230,16 +240,11 @@ if triton is not None:
         the key tile, then each key column skewed (pair ``(a, n)`` at row ``n - a +
         BLOCK_M - 1``). ``A_k`` arrives with its distances reversed (the layout of the key
         columns' table, :func:`_key_rows_start`): column ``c`` at ``R - 1 - c``."""
-        if BLOCK_M > BLOCK_N:  # tile sides are powers of two
-            w = tl.arange(0, 2 * BLOCK_M)
-        else:
-            w = tl.arange(0, 2 * BLOCK_N)
-        col = start_n - m_first - (BLOCK_M - 1) - R_LO + w
+        col, skew = _tile_distances(m_first, start_n, R_LO, BLOCK_M, BLOCK_N)
         d = tl.arange(0, BD_X)
         at = tl.load(AK + h * sakh + (R - 1 - col)[:, None] * sakr + d[None, :] * sakd,
                      mask=((col >= 0) & (col < R))[:, None] & (d < D_X)[None, :], other=0.0)
         made = _dot(at.to(xkt.dtype), xkt, IEEE)
-        skew = tl.arange(0, BLOCK_N)[None, :] - tl.arange(0, BLOCK_M)[:, None] + (BLOCK_M - 1)
         return tl.gather(made, skew, 0)
 
     @triton.jit
