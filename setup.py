@@ -30,6 +30,7 @@ setup(
             "posenc-inspect = fairseq_posenc.inspection.cli:main",
             "posenc-score = fairseq_posenc.evaluation.cli:main",
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
+            "posenc-kernels = fairseq_posenc.kernels.compiled:main",
             "posenc-params = fairseq_posenc.params:main",
             "posenc-prepare-corpus = fairseq_posenc.corpus:main",
             "posenc-prepare-wmt = fairseq_posenc.wmt.cli:main",

@@ -15,7 +15,9 @@
 #   rows       xl's and huang4's kernel per call with the rows made in the tiles
 #              (``in_tile``) against as a tensor, fp16 and bf16 (rows_in_tile.py)
 #   rows-train their training steps both ways (kernels.distance.ROWS_IN_TILE), fp16:
-#              if faster, make ROWS_IN_TILE True
+#              if faster, make ROWS_IN_TILE True (compiled for sm_90 without a GPU, its kernels
+#              spill 600-3000 bytes per thread, the tables' 0-96: docs/kernels/compiled-sm90.md;
+#              expected slower)
 #
 # The device has torch, triton, numpy, sacrebleu and sentencepiece; fairseq and the rest
 # come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
