@@ -66,10 +66,6 @@ class Compiled:
     num_warps: int
     num_stages: int
 
-    @property
-    def spills(self) -> bool:
-        return bool(self.stack_bytes or self.spill_stores or self.spill_loads)
-
 
 class _TargetOnly:
     """Triton's driver as far as compiling asks it: a target, and no device to launch on."""
