@@ -169,10 +169,9 @@ def training_kernels(encoding: str, arch: int = 90, dtype: torch.dtype = torch.f
     (forward and backward; two left-padded sources of up to ``length`` tokens,
     right-padded targets), each variant once, in launch order. ``rows_in_tile``:
     :data:`~.distance.ROWS_IN_TILE` for the step (None: as it is)."""
-    from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
-
     from fairseq_posenc.attention import PositionalMultiheadAttention
-    from fairseq_posenc.benchmark.workload import build_model, make_batch
+    from fairseq_posenc.benchmark.workload import (build_model, make_batch, make_optimizer,
+                                                   train_step)
     from fairseq_posenc.build import toy_dictionary
     from fairseq_posenc.encodings.rope import Rope
 
@@ -191,15 +190,8 @@ def training_kernels(encoding: str, arch: int = 90, dtype: torch.dtype = torch.f
     if rows_in_tile is not None:
         distance.ROWS_IN_TILE = rows_in_tile
     try:
-        with compiling_for(arch) as compiled:
-            model.train()
-            lprobs = model.get_normalized_probs(
-                model(batch.src_tokens, batch.src_lengths, batch.prev_output_tokens),
-                log_probs=True)
-            loss, _ = label_smoothed_nll_loss(lprobs.view(-1, lprobs.size(-1)).float(),
-                                              batch.target.view(-1), 0.1,
-                                              ignore_index=d.pad(), reduce=True)
-            loss.backward()
+        with compiling_for(arch) as compiled:  # the benchmark's step, as it times it
+            train_step(model, make_optimizer(model.parameters()), batch, d.pad())
     finally:
         distance.ROWS_IN_TILE = in_tile
     unique = {kernel.hash: kernel for kernel in compiled}
