@@ -603,6 +603,7 @@ ROWS_CONFIGS = {
     "decoder, causal, rows with no key (XL)": (2, 2, 70, 70, 0, True, False, 0),
     "decoder, causal (Huang 4)": (1, 2, 40, 40, 0, True, True, 0),
     "queries after a cache": (1, 2, 6, 75, 69, True, True, 0),
+    "queries after others, both directions": (1, 2, 40, 75, 35, False, True, 2),
 }
 
 
@@ -688,6 +689,62 @@ def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monke
     assert len(made) == (0 if switch else 2 * sides)  # forward, backward; per side
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
+
+
+@pytest.mark.parametrize("band", [8, 16, 64])
+@pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
+                                  "encoder, one tile, wider rows (XL)",
+                                  "queries after others, both directions"])
+def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
+    """Bidirectional rows are made in bands of ``ROW_BAND`` rows (and key columns), each
+    over only the distances it meets: ``k_len + band - 1`` columns, rounded up to 16,
+    where one table has every distance of the attention (bands only where narrower); the
+    same outputs and gradients as the written-out sum, whether the band divides the
+    length or not."""
+    widths = []
+    real = kernels._banded_rows
+    monkeypatch.setattr(kernels, "_banded_rows",
+                        lambda x, w, b: widths.append(w.size(-1)) or real(x, w, b))
+    monkeypatch.setattr(kernels, "ROW_BAND", band)
+    config = ROWS_CONFIGS[name]
+    got, ref = run_rows(config, torch.float32)
+    q_len, k_len, extra = config[2], config[3], config[7]
+    width = -(-(max(q_len, k_len) + band - 1) // 16) * 16
+    one_table = -(-(q_len + k_len - 1 + extra) // 16) * 16
+    made = 2 * (2 if config[6] else 1)  # forward and backward, per side
+    assert widths == ([width] * made if width < one_table else [])
+    assert width < one_table or band == 64
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
+
+
+@pytest.mark.parametrize("causal,banded", [(False, 0), (True, 16)])
+def test_rows_as_one_table_where_not_banded(causal, banded, monkeypatch):
+    """``ROW_BAND = 0``, and causal attention whatever it is: one table of every distance."""
+    monkeypatch.setattr(kernels, "ROW_BAND", banded)
+    monkeypatch.setattr(kernels, "_banded_rows", None)  # not called
+    config = (2, 2, 70, 70, 0, causal, True, 0)
+    got, ref = run_rows(config, torch.float32)
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
+
+
+@pytest.mark.parametrize("start,step", [(-3, 4), (5, 4), (9, -4), (-2, -3)])
+def test_band_windows_are_the_tables_columns(start, step):
+    """Window ``n`` is columns ``start + n step + [0, width)`` of ``A``, zeros outside
+    it; its gradient adds the overlapping windows back."""
+    a = torch.randn(2, 3, 11, dtype=torch.float64, requires_grad=True)
+    count, width = 4, 6
+    windows = kernels._band_windows(a, start, step, count, width).view(2, count, 3, width)
+    padded = torch.nn.functional.pad(a, (40, 40))
+    columns = torch.tensor([[start + n * step + w for w in range(width)]
+                            for n in range(count)]) + 40
+    naive = padded[:, :, columns].permute(0, 2, 1, 3)  # (H, count, d, width)
+    assert torch.equal(windows, naive)
+    weights = torch.randn_like(naive)
+    (got,) = torch.autograd.grad((windows * weights).sum(), a)
+    (ref,) = torch.autograd.grad((naive * weights).sum(), a)
+    assert torch.allclose(got, ref)
 
 
 def test_rows_that_miss_distances_are_refused():

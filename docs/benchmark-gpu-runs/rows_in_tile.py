@@ -1,6 +1,9 @@
-"""``distance_rows_attention`` per call, forward + backward, with the rows made as
-``B x H x T x R`` tensors before the kernel (what ``xl`` and ``huang4`` run) against made
-inside each tile (``in_tile=True``), interleaved, on one GPU; and how far the two agree.
+"""``distance_rows_attention`` per call, forward + backward, three ways, interleaved, on one
+GPU, and how far they agree: the rows made as one ``B x H x T x R`` tensor before the
+kernel (``one-table``, ``ROW_BAND = 0``: what ``xl`` and ``huang4`` ran in runs 8-12), made
+in bands of ``ROW_BAND`` rows over the distances each band meets (``bands``, the default
+since 2026-11-23; bidirectional attention only, so the causal case runs one table either
+way), and made inside each tile (``in-tile``, ``in_tile=True``).
 
     python docs/benchmark-gpu-runs/rows_in_tile.py OUT.json [--reps 30]
 
@@ -17,7 +20,11 @@ import statistics
 
 import torch
 
+from fairseq_posenc.kernels import distance
 from fairseq_posenc.kernels.distance import distance_rows_attention
+
+WAYS = ("one-table", "bands", "in-tile")
+BAND = distance.ROW_BAND
 
 CASES = {  # name: (causal, key rows)
     "xl encoder": (False, False),
@@ -45,10 +52,11 @@ def inputs(batch: int, length: int, dtype: torch.dtype, causal: bool, key_rows: 
     return q, k, v, (x_q, a_q), keys, pad, -(length - 1)
 
 
-def call(args, causal: bool, in_tile: bool):
+def call(args, causal: bool, way: str):
     q, k, v, rows, keys, pad, r_lo = args
+    distance.ROW_BAND = 0 if way == "one-table" else BAND
     out = distance_rows_attention(q, k, v, rows, r_lo, 0, pad, causal, keys,
-                                  in_tile=in_tile)
+                                  in_tile=way == "in-tile")
     leaves = [q, k, v, *rows, *(keys or ())]
     grads = torch.autograd.grad(out, leaves, torch.ones_like(out))
     return out, grads
@@ -73,28 +81,32 @@ def main() -> None:
         for dtype in (torch.float16, torch.bfloat16):
             for name, (causal, key_rows) in CASES.items():
                 args = inputs(batch, length, dtype, causal, key_rows)
-                (ref_out, ref_grads), (out, grads) = (call(args, causal, t) for t in (False, True))
-                got = [t.detach().float() for t in (out, *grads)]
-                ref = [t.detach().float() for t in (ref_out, *ref_grads)]
-                error = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(got, ref))
-                times = {False: [], True: []}
+                results = {way: call(args, causal, way) for way in WAYS}
+                ref = [t.detach().float() for t in (results["one-table"][0],
+                                                    *results["one-table"][1])]
+                error = {}
+                for way, (out, grads) in results.items():
+                    got = [t.detach().float() for t in (out, *grads)]
+                    error[way] = max(float((a - b).abs().max() / b.abs().max())
+                                     for a, b in zip(got, ref))
+                times = {way: [] for way in WAYS}
                 for _ in range(3):  # warm-up, compilation
-                    for t in times:
-                        call(args, causal, t)
+                    for way in times:
+                        call(args, causal, way)
                 for _ in range(opts.reps):
-                    for t in times:
-                        times[t].append(seconds(lambda: call(args, causal, t)))
-                table_ms, tile_ms = (1e3 * statistics.median(times[t]) for t in (False, True))
+                    for way in times:
+                        times[way].append(seconds(lambda: call(args, causal, way)))
+                ms = {way: 1e3 * statistics.median(times[way]) for way in WAYS}
                 records.append({"case": name, "batch": batch, "length": length,
-                                "dtype": str(dtype).removeprefix("torch."),
-                                "rows_as_tensor_ms": table_ms, "rows_in_tile_ms": tile_ms,
-                                "ratio": tile_ms / table_ms, "max_relative_difference": error})
+                                "dtype": str(dtype).removeprefix("torch."), "ms": ms,
+                                "ratio_to_one_table": {w: ms[w] / ms["one-table"] for w in WAYS},
+                                "max_relative_difference_to_one_table": error})
                 print(f"{name:22s} {batch:3d} x {length:3d} {records[-1]['dtype']:8s} "
-                      f"tensor {table_ms:7.3f} ms  in tile {tile_ms:7.3f} ms  "
-                      f"ratio {tile_ms / table_ms:.3f}  difference {error:.1e}", flush=True)
+                      + "  ".join(f"{w} {ms[w]:7.3f} ms ({ms[w] / ms['one-table']:.3f}, "
+                                  f"{error[w]:.1e})" for w in WAYS), flush=True)
     with open(opts.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "reps": opts.reps, "records": records}, f, indent=1)
+                   "band": BAND, "reps": opts.reps, "records": records}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 FLAGS = ("HAS_PAD", "CAUSAL", "FACTOR", "PER_ROW", "FULL", "KEY_ROWS", "TILE_ROWS", "HIST",
          "DROPOUT", "IEEE", "TABLE_GRAD")
 #: ... and the sizes.
-SIZES = ("BD_QK", "BD_V", "BD_X", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
+SIZES = ("BAND", "BD_QK", "BD_V", "BD_X", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,8 @@ def _variant(kernel: Any) -> str:
                  if isinstance(key, tuple) and len(key) == 1}
     flags = [name for name in FLAGS if constants.get(name) is True]
     sizes = [f"{name}={constants[name]}" for name in SIZES
-             if isinstance(constants.get(name), int) and not isinstance(constants[name], bool)]
+             if isinstance(constants.get(name), int) and not isinstance(constants[name], bool)
+             and constants[name]]  # BAND=0: not banded
     return " ".join(flags + sizes)
 
 

@@ -34,7 +34,10 @@ distance have one pair per entry: the gradient is ``dS`` itself, stored where th
 read it (a ``B x H x len x R`` tensor, like the tables, which are made from their ``d``-wide
 factors in the forward and again in the backward, never kept); on an H100 that took a
 Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
-``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). With ``in_tile`` the
+``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). In bidirectional
+attention they are made in bands of :data:`ROW_BAND` rows, each over the ``k_len +
+ROW_BAND - 1`` distances its rows meet rather than all ``q_len + k_len - 1`` (:class:`_Bands`),
+about half the bytes of every pass over them. With ``in_tile`` the
 rows are instead made inside each tile from ``x`` and the distances' columns of ``A`` that
 the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather (:func:`_rows_in_tile`,
 :func:`_key_rows_in_tile`), so that only their gradients are ``B x H x len x R`` tensors;
@@ -153,9 +156,10 @@ if triton is not None:
 
     @triton.jit
     def _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                xq, AQ, h, sah, sad, sar, m_first, start_n, xkt, AK, sakh, sakd, sakr,
-                HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
-                FULL: tl.constexpr, KEY_ROWS: tl.constexpr, IEEE: tl.constexpr,
+                Q_OFFSET, xq, AQ, h, sah, sad, sar, m_first, start_n, xkt, AK, sakh, sakd,
+                sakr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
+                FULL: tl.constexpr, BAND: tl.constexpr, KEY_ROWS: tl.constexpr,
+                IEEE: tl.constexpr,
                 TILE_ROWS: tl.constexpr, D_X: tl.constexpr, BD_X: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
         """For one tile: the logits ``(q k^T + b[j - i]) * log2(e)`` (or ``(q k^T) *
@@ -163,7 +167,9 @@ if triton is not None:
         column of each pair, ``clip(j - i, R_LO, R_LO + R - 1) - R_LO``. ``table_row``:
         the table's start, or each query row's (a per-row table). ``FULL``: per-row tables
         that cover every distance, read unclipped, and with ``KEY_ROWS`` one per key
-        column too (``key_row``, :func:`_key_rows_start`); with ``TILE_ROWS`` the query
+        column too (``key_row``, :func:`_key_rows_start`), made in bands of ``BAND``
+        rows (or columns) over the distances each band meets (:data:`ROW_BAND`; 0: one
+        table over all of them); with ``TILE_ROWS`` the query
         rows' term made in the tile from ``xq``, the block's ``x_q``, and ``A_q``
         (:func:`_rows_in_tile`; ``m_first``, ``start_n``: the tile's first query and key),
         and the key columns' from ``xkt``, the key tile's ``x_k^T``, and ``A_k``."""
@@ -171,12 +177,15 @@ if triton is not None:
         qk = _dot(q, kt, IEEE)
         if FULL:
             index = r - R_LO
-            read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
+            if BAND > 0:  # every pair of the attention has its entry
+                read = row_ok[:, None] & col_ok[None, :]
+            else:
+                read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
             if TILE_ROWS:
                 term = _rows_in_tile(xq, AQ, h, sah, sad, sar, m_first, start_n, R_LO, R,
                                      IEEE, D_X, BD_X, BLOCK_M, BLOCK_N)
             else:
-                term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
+                term = tl.load(_full_row(table_row, i_abs, cols, R_LO, Q_OFFSET, BAND),
                                mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
             if KEY_ROWS and TILE_ROWS:
                 term += _key_rows_in_tile(xkt, AK, h, sakh, sakd, sakr, m_first, start_n,
@@ -259,20 +268,30 @@ if triton is not None:
         return start
 
     @triton.jit
-    def _full_row(table_row, i_abs, cols, R_LO):
-        """Pair ``(i, j)``'s entry ``j - i - R_LO`` of its query row's table, written so
-        that Triton sees the addresses run along the keys (a clamp would hide it, and
-        uncoalesced stores made the dQ kernel 4x slower on an H100)."""
-        return (table_row - R_LO - i_abs[:, None]) + cols[None, :]
+    def _full_row(table_row, i_abs, cols, R_LO, Q_OFFSET, BAND: tl.constexpr):
+        """Pair ``(i, j)``'s entry of its query row's table: ``j - i - R_LO``, or in bands
+        of ``BAND`` rows ``j + BAND - 1 - t % BAND`` (``t = i - Q_OFFSET``, the row's
+        index; :func:`_band_windows`), written so that Triton sees the addresses run
+        along the keys (a clamp would hide it, and uncoalesced stores made the dQ kernel
+        4x slower on an H100)."""
+        if BAND > 0:
+            start = table_row + (BAND - 1) - ((i_abs - Q_OFFSET) % BAND)[:, None]
+        else:
+            start = table_row - R_LO - i_abs[:, None]
+        return start + cols[None, :]
 
     @triton.jit
     def _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                        KEY_ROWS: tl.constexpr):
+                        Q_OFFSET, KEY_ROWS: tl.constexpr, BAND: tl.constexpr):
         """With ``KEY_ROWS``: each key column's table (laid out as the query rows', with
         ``s_key_h`` per head) stored with its distances reversed, at column ``R - 1 -
-        (j - i - R_LO)``, less ``i`` (added by the reader), so that addresses run along
-        the queries of a tile column."""
-        if KEY_ROWS:
+        (j - i - R_LO)``, or in bands of ``BAND`` columns ``i - Q_OFFSET + BAND - 1 - j %
+        BAND``, less ``i`` (added by the reader), so that addresses run along the
+        queries of a tile column."""
+        if KEY_ROWS and BAND > 0:
+            start = (KEY_TABLE + b * s_row_b + h * s_key_h + cols[None, :] * s_row_t
+                     + (BAND - 1 - Q_OFFSET) - (cols % BAND)[None, :])
+        elif KEY_ROWS:
             start = (KEY_TABLE + b * s_row_b + h * s_key_h + cols[None, :] * s_row_t
                      + (R - 1 + R_LO) - cols[None, :])
         else:
@@ -305,7 +324,7 @@ if triton is not None:
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        BAND: tl.constexpr, TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
@@ -341,12 +360,12 @@ if triton is not None:
                 xkt = _tile_t(XK, b, h, skxb, skxh, skxt, skxd, cols, col_ok,
                               tl.arange(0, BD_X), D_X)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                                      KEY_ROWS)
+                                      Q_OFFSET, KEY_ROWS, BAND)
             s, _, _, _ = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok,
-                                 pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
+                                 pad_row, R_LO, R, Q_OFFSET, xq, AQ, h, sah, sad, sar,
                                  pid_m * BLOCK_M + Q_OFFSET, start_n, xkt, AK, sakh, sakd,
                                  sakr, HAS_PAD, CAUSAL,
-                                 FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
+                                 FACTOR, FULL, BAND, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
                                  BLOCK_M, BLOCK_N)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
@@ -395,7 +414,7 @@ if triton is not None:
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        BAND: tl.constexpr, TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
@@ -412,7 +431,7 @@ if triton is not None:
                           D_X)
         pad_row = PAD + b * TK
         key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                                      KEY_ROWS)
+                                      Q_OFFSET, KEY_ROWS, BAND)
         dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
         dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
         if DROPOUT:
@@ -434,10 +453,10 @@ if triton is not None:
             table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                  PER_ROW)
             s, _, term, index = _scores(q, kt, table_row, key_row, rows + Q_OFFSET, row_ok,
-                                        cols, col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad,
-                                        sar, start_m + Q_OFFSET, pid_n * BLOCK_N, xkt, AK,
-                                        sakh, sakd, sakr, HAS_PAD,
-                                        CAUSAL, FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X,
+                                        cols, col_ok, pad_row, R_LO, R, Q_OFFSET, xq, AQ, h,
+                                        sah, sad, sar, start_m + Q_OFFSET, pid_n * BLOCK_N,
+                                        xkt, AK, sakh, sakd, sakr, HAS_PAD, CAUSAL, FACTOR,
+                                        FULL, BAND, KEY_ROWS, IEEE, TILE_ROWS, D_X,
                                         BD_X, BLOCK_M, BLOCK_N)
             p = tl.exp2(s - lse[:, None])
             if DROPOUT:  # the dropped probabilities' gradient is dP times the mask's scale
@@ -487,7 +506,7 @@ if triton is not None:
         D_X: tl.constexpr, BD_X: tl.constexpr,
         HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, FACTOR: tl.constexpr,
         PER_ROW: tl.constexpr, KEY_ROWS: tl.constexpr, FULL: tl.constexpr,
-        TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
+        BAND: tl.constexpr, TILE_ROWS: tl.constexpr, HIST: tl.constexpr, IEEE: tl.constexpr,
         P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
@@ -535,12 +554,12 @@ if triton is not None:
                 xkt = _tile_t(XK, b, h, skxb, skxh, skxt, skxd, cols, col_ok,
                               tl.arange(0, BD_X), D_X)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                                      KEY_ROWS)
+                                      Q_OFFSET, KEY_ROWS, BAND)
             s, qk, term, index = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols,
-                                         col_ok, pad_row, R_LO, R, xq, AQ, h, sah, sad, sar,
-                                         pid_m * BLOCK + Q_OFFSET, start_n, xkt, AK, sakh,
-                                         sakd, sakr, HAS_PAD, CAUSAL,
-                                         FACTOR, FULL, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
+                                         col_ok, pad_row, R_LO, R, Q_OFFSET, xq, AQ, h, sah,
+                                         sad, sar, pid_m * BLOCK + Q_OFFSET, start_n, xkt, AK,
+                                         sakh, sakd, sakr, HAS_PAD, CAUSAL, FACTOR, FULL,
+                                         BAND, KEY_ROWS, IEEE, TILE_ROWS, D_X, BD_X,
                                          BLOCK, BLOCK)
             p = tl.exp2(s - lse[:, None])
             dp = _dot(do, vt, IEEE)
@@ -556,14 +575,17 @@ if triton is not None:
             else:
                 dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
             if TABLE_GRAD and FULL:  # index = j - i - R_LO, unclipped
-                read = (index >= 0) & (index < R) & row_ok[:, None] & col_ok[None, :]
+                if BAND > 0:  # every pair has its entry
+                    read = row_ok[:, None] & col_ok[None, :]
+                else:
+                    read = (index >= 0) & (index < R) & row_ok[:, None] & col_ok[None, :]
                 d_row = _table_start(DTABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                      PER_ROW)  # laid out as the table
-                tl.store(_full_row(d_row, i_abs, cols, R_LO), ds.to(DTABLE.dtype.element_ty),
-                         mask=read)
+                tl.store(_full_row(d_row, i_abs, cols, R_LO, Q_OFFSET, BAND),
+                         ds.to(DTABLE.dtype.element_ty), mask=read)
                 if KEY_ROWS:
                     d_key_row = _key_rows_start(D_KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t,
-                                                cols, R_LO, R, KEY_ROWS)
+                                                cols, R_LO, R, Q_OFFSET, KEY_ROWS, BAND)
                     tl.store(d_key_row + i_abs[:, None], ds.to(D_KEY_TABLE.dtype.element_ty),
                              mask=read)
             elif TABLE_GRAD and PER_ROW:
@@ -630,6 +652,17 @@ BACKWARD_DQ = Tiles(64, 64)
 #: rows made in the tiles are timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``, whose
 #: ``rows-train`` stage sets it to time training steps both ways).
 ROWS_IN_TILE = False
+
+
+#: Tables per row that cover every distance (:func:`distance_rows_attention`: ``xl``,
+#: ``huang4``) are made in bands of ``ROW_BAND`` query rows (key columns for a key
+#: side), each band's products over only the distances its rows meet: ``k_len +
+#: ROW_BAND - 1`` columns (rounded up to 16) where one table over the attention's
+#: distances has ``q_len + k_len - 1``, about half as many in the encoder, so about half
+#: the memory traffic in making them, zeroing and storing their gradient and multiplying
+#: it back. Bidirectional attention only: a causal band meets fewer distances the earlier
+#: it is (ragged), and a causal table already has only ``k_len``. 0: one table.
+ROW_BAND = 16
 
 
 def _query_block(tiles: Tiles, q_len: int) -> int:
@@ -810,6 +843,82 @@ def _heads_as_rows(x: Tensor) -> Tensor:
     return x.permute(1, 2, 0, 3).reshape(heads, length * batch, d)
 
 
+def _band_windows(a: Tensor, start: int, step: int, count: int, width: int) -> Tensor:
+    """Columns ``start + n * step + [0, width)`` of ``a`` ``(H, d, R)`` for ``n < count``,
+    zeros outside ``[0, R)``, as ``(H * count, d, width)``: a copy the size of ``a``
+    times ``width / |step|``, not of the batch. Differentiable (its backward adds the
+    overlapping windows back)."""
+    if step < 0:  # the same windows, taken from the reversed columns and turned back
+        return _band_windows(a.flip(-1), a.size(-1) - width - start, -step, count,
+                             width).flip(-1)
+    span = (count - 1) * step + width
+    left, right = max(0, -start), max(0, start + span - a.size(-1))
+    a = torch.nn.functional.pad(a, (left, right)).narrow(-1, start + left, span)
+    return a.unfold(-1, width, step).transpose(1, 2).reshape(-1, a.size(1), width)
+
+
+@dataclass(frozen=True)
+class _Bands:
+    """Tables per row made in bands of ``band`` rows (:data:`ROW_BAND`): band ``n`` of
+    the queries (rows ``t`` in ``n * band + [0, band)``) meets the distances from
+    ``-(q_offset + n * band + band - 1)`` on, pair ``(t, j)`` at column ``j + band - 1 -
+    t % band``; band ``n`` of the keys meets them from ``n * band + band - 1 -
+    q_offset`` down (reversed, so that a key column's addresses run along the queries),
+    pair ``(t, j)`` at column ``t + band - 1 - j % band``. Both ``width`` columns wide."""
+
+    band: int
+    width: int
+    r_lo: int  # the distance of column 0 of ``A_q`` and ``A_k``
+    q_offset: int
+    q_bands: int
+    k_bands: int
+
+    @classmethod
+    def of(cls, band: int, q_len: int, k_len: int, q_offset: int, r_lo: int) -> "_Bands":
+        width = -(-(max(q_len, k_len) + band - 1) // 16) * 16  # aligned rows
+        return cls(band, width, r_lo, q_offset, -(-q_len // band), -(-k_len // band))
+
+    def query_windows(self, a_q: Tensor) -> Tensor:
+        start = -(self.q_offset + self.band - 1) - self.r_lo
+        return _band_windows(a_q, start, -self.band, self.q_bands, self.width)
+
+    def key_windows(self, a_k: Tensor) -> Tensor:
+        start = self.band - 1 - self.q_offset - (self.width - 1) - self.r_lo
+        return _band_windows(a_k, start, self.band, self.k_bands, self.width).flip(-1)
+
+
+def _banded_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]:
+    """``x`` ``(B, H, len, d)`` as ``(H * bands, band * B, d)`` (zero rows after ``len``)
+    and each band's products with its window of ``windows`` ``(H * bands, d, W)``: one
+    batched product, laid out ``(H, bands * band, B, W)`` and returned as its ``(B, H,
+    bands * band, W)`` view, as :func:`_rows` lays out one table."""
+    batch, heads, length, d = x.shape
+    bands = windows.size(0) // heads
+    x_heads = _heads_as_rows(x)
+    extra = bands * band - length
+    if extra:
+        x_heads = torch.nn.functional.pad(x_heads, (0, 0, 0, extra * batch))
+    x_bands = x_heads.view(heads * bands, band * batch, d)
+    rows = torch.bmm(x_bands, windows).view(heads, bands * band, batch, -1)
+    return x_bands, rows.permute(2, 0, 1, 3)
+
+
+def _banded_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
+                  need_x: bool, need_windows: bool
+                  ) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """The gradients of :func:`_banded_rows`' ``x`` and ``windows`` (in float32, for
+    adding the overlapping windows back) from ``d_rows``, where needed."""
+    batch, heads, length, _ = x.shape
+    d_bands = d_rows.permute(1, 2, 0, 3).reshape(x_bands.size(0), x_bands.size(1), -1)
+    d_x = d_windows = None
+    if need_x:
+        d_x = torch.bmm(d_bands, windows.transpose(1, 2)).view(
+            heads, -1, batch, x.size(3))[:, :length].permute(2, 0, 1, 3)
+    if need_windows:
+        d_windows = torch.bmm(x_bands.transpose(1, 2), d_bands).float()
+    return d_x, d_windows
+
+
 class _RowsAttention(torch.autograd.Function):
     """Tables per query row and per key column that are products, ``x_q A_q`` and
     ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``): made in the forward for the kernel and
@@ -823,21 +932,28 @@ class _RowsAttention(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
                 x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
                 key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
-                seed: Tensor, in_tile: bool):
+                seed: Tensor, in_tile: bool, bands: Optional[_Bands]):
         pad = _padding_mask(key_padding_mask, q.device)
         tile = (x_q, a_q, x_k, a_k) if in_tile else None
-        rows_q = a_q if in_tile else _rows(x_q, a_q)[1]
-        rows_k = None if x_k is None or in_tile else _rows(x_k, a_k)[1]
+        if bands is not None:
+            rows_q = _banded_rows(x_q, bands.query_windows(a_q), bands.band)[1]
+            rows_k = None if x_k is None else _banded_rows(x_k, bands.key_windows(a_k),
+                                                           bands.band)[1]
+        else:
+            rows_q = a_q if in_tile else _rows(x_q, a_q)[1]
+            rows_k = None if x_k is None or in_tile else _rows(x_k, a_k)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
                           causal, key_table=rows_k, full=True, dropout_p=dropout_p,
-                          tile=tile)
+                          tile=tile, band=0 if bands is None else bands.band)
         out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape, tile)
         ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse)
-        ctx.shape, ctx.in_tile = shape, in_tile
+        ctx.shape, ctx.in_tile, ctx.bands = shape, in_tile, bands
         return out
 
     @staticmethod
     def backward(ctx, d_out: Tensor):
+        if ctx.bands is not None:
+            return _RowsAttention._banded_backward(ctx, d_out)
         q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
         tile = (x_q, a_q, x_k, a_k) if ctx.in_tile else None
         if tile is not None:
@@ -864,7 +980,38 @@ class _RowsAttention(torch.autograd.Function):
                 d_x = torch.bmm(d_rows, a.transpose(1, 2)).view(
                     heads, x.size(2), x.size(0), -1).permute(2, 0, 1, 3)
             grads += [d_x, torch.bmm(x_heads.transpose(1, 2), d_rows) if needs[n + 1] else None]
-        return (*grads, None, None, None, None, None, None, None)
+        return (*grads, None, None, None, None, None, None, None, None)
+
+    @staticmethod
+    def _banded_backward(ctx, d_out: Tensor):
+        """The backward with the tables made in bands: the windows' gradients go back to
+        ``A`` through :func:`_band_windows`' own backward."""
+        q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
+        bands, needs = ctx.bands, ctx.needs_input_grad
+        sides = [(x_q, a_q, bands.query_windows, 3)]
+        if x_k is not None:
+            sides.append((x_k, a_k, bands.key_windows, 5))
+        made = []
+        for x, a, windows_of, _ in sides:
+            with torch.enable_grad():  # float32, for adding the overlapping windows back
+                a32 = a.detach().float().requires_grad_()
+                windows32 = windows_of(a32)
+            windows = windows32.detach().to(a.dtype)  # a's own values: exact
+            made.append((a32, windows32, windows, *_banded_rows(x, windows, bands.band)))
+        rows_k = made[1][4] if x_k is not None else None
+        with on_device_of(d_out):
+            dq, dk, dv, d_rows_q, d_rows_k = _backward(
+                q, k, v, made[0][4], rows_k, pad, seed, out, lse, lse, d_out, None,
+                ctx.shape, True)
+        grads = [dq, dk, dv, None, None, None, None]
+        for (x, a, _, n), (a32, windows32, windows, x_bands, _), d_rows in zip(
+                sides, made, (d_rows_q, d_rows_k)):
+            d_x, d_windows = _banded_grads(x, x_bands, windows, d_rows, needs[n],
+                                           needs[n + 1])
+            grads[n] = d_x
+            if d_windows is not None:
+                grads[n + 1] = torch.autograd.grad(windows32, a32, d_windows)[0].to(a.dtype)
+        return (*grads, None, None, None, None, None, None, None, None)
 
 
 class _Shape:
@@ -874,7 +1021,7 @@ class _Shape:
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
                  factor: bool, hist: bool, ieee: bool, key_table: Optional[Tensor] = None,
                  full: bool = False, dropout_p: float = 0.0,
-                 tile: Optional[TileRows] = None) -> None:
+                 tile: Optional[TileRows] = None, band: int = 0) -> None:
         self.heads, self.q_len, self.k_len, self.q_offset = heads, q_len, k_len, q_offset
         self.r_lo, self.r = r_lo, table.size(-1)
         self.per_row = table.dim() == 4  # (B, H, q_len, R)
@@ -903,17 +1050,18 @@ class _Shape:
             raise ValueError("the key columns' table must be laid out as the query rows'")
         self.d_qk, self.d_v, self.has_pad, self.causal, self.factor, self.hist, self.ieee = (
             d_qk, d_v, has_pad, causal, factor, hist, ieee)
-        self.full = full
+        self.full, self.band = full, band
         self.dropout_p = dropout_p
 
     @classmethod
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, factor: bool = False, hist: bool = False,
            key_table: Optional[Tensor] = None, full: bool = False,
-           dropout_p: float = 0.0, tile: Optional[TileRows] = None) -> "_Shape":
+           dropout_p: float = 0.0, tile: Optional[TileRows] = None,
+           band: int = 0) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, factor, hist, q.dtype == torch.float32,
-                   key_table, full, dropout_p, tile)
+                   key_table, full, dropout_p, tile, band)
 
     def args(self) -> tuple:
         return (self.s_table_h, *self.s_rows, self.s_key_h, *self.s_x, *self.s_a,
@@ -921,7 +1069,7 @@ class _Shape:
                 self.r_lo, self.r, self.d_qk, self.d_v, _block_dim(self.d_qk),
                 _block_dim(self.d_v), self.d_x, _block_dim(self.d_x), self.has_pad,
                 self.causal, self.factor, self.per_row, self.key_rows, self.full,
-                self.tile_rows, self.hist, self.ieee,
+                self.band, self.tile_rows, self.hist, self.ieee,
                 self.dropout_p, 1.0 / (1.0 - self.dropout_p), self.dropout_p > 0.0)
 
 
@@ -1031,13 +1179,19 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
             f"{-(q_offset + q_len - 1)}..{r_hi} (no clipping)")
     if a_k is not None and a_k.size(-1) != r:
         raise ValueError(f"the key rows have {a_k.size(-1)} distances, the query rows {r}")
-    # Rows a multiple of 16 long (zero columns, never read unmasked): aligned for the
-    # products and the kernel's loads (Triton specializes integers divisible by 16).
-    # The key side's distances reversed (:func:`_key_rows_start`), its zeros first.
-    extra = -r % 16
-    a_q = torch.nn.functional.pad(a_q, (0, extra))
-    a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
+    in_tile = ROWS_IN_TILE if in_tile is None else in_tile
+    bands = None
+    if ROW_BAND > 0 and not causal and not in_tile:
+        bands = _Bands.of(ROW_BAND, q_len, k_len, q_offset, r_lo)
+        if bands.width >= r + -r % 16:  # no narrower (a short block of queries)
+            bands = None
+    if bands is None:
+        # Rows a multiple of 16 long (zero columns, never read unmasked): aligned for the
+        # products and the kernel's loads (Triton specializes integers divisible by 16).
+        # The key side's distances reversed (:func:`_key_rows_start`), its zeros first.
+        extra = -r % 16
+        a_q = torch.nn.functional.pad(a_q, (0, extra))
+        a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
                                 key_padding_mask, causal, dropout_p,
-                                _dropout(dropout_p, seed, q.device),
-                                ROWS_IN_TILE if in_tile is None else in_tile)
+                                _dropout(dropout_p, seed, q.device), in_tile, bands)
