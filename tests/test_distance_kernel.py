@@ -604,6 +604,7 @@ ROWS_CONFIGS = {
     "decoder, causal (Huang 4)": (1, 2, 40, 40, 0, True, True, 0),
     "queries after a cache": (1, 2, 6, 75, 69, True, True, 0),
     "queries after others, both directions": (1, 2, 40, 75, 35, False, True, 2),
+    "encoder, a multiple of the band (XL)": (2, 2, 64, 64, 0, False, False, 0),
 }
 
 
@@ -628,10 +629,14 @@ def run_rows(config, dtype, d=16, dropout_p=0.0, in_tile=False):
     weights = torch.randn(batch, heads, q_len, d, generator=g, dtype=torch.float64)
     drop_seed, keep = keep_mask(batch, heads, q_len, k_len, dropout_p)
 
+    def as_fairseq(x):  # (B, H, len, d) as a view of (len, B, H * d), as the model has it
+        return x.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3)
+
     def fused(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return kernels.distance_rows_attention(
-            q, k, v, (x_q, a_q), r_lo, q_offset, padding.to(DEVICE), causal,
-            None if x_k is None else (x_k, a_k), dropout_p, drop_seed, in_tile)
+            *map(as_fairseq, (q, k, v)), (as_fairseq(x_q), a_q), r_lo, q_offset,
+            padding.to(DEVICE), causal, None if x_k is None else (as_fairseq(x_k), a_k),
+            dropout_p, drop_seed, in_tile)
 
     def reference(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal,
@@ -694,7 +699,8 @@ def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monke
 @pytest.mark.parametrize("band", [8, 16, 64])
 @pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
                                   "encoder, one tile, wider rows (XL)",
-                                  "queries after others, both directions"])
+                                  "queries after others, both directions",
+                                  "encoder, a multiple of the band (XL)"])
 def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
     """Bidirectional rows are made in bands of ``ROW_BAND`` rows (and key columns), each
     over only the distances it meets: ``k_len + band - 1`` columns, rounded up to 16,

@@ -898,7 +898,7 @@ def _banded_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]
     extra = bands * band - length
     if extra:
         x_heads = torch.nn.functional.pad(x_heads, (0, 0, 0, extra * batch))
-    x_bands = x_heads.view(heads * bands, band * batch, d)
+    x_bands = x_heads.reshape(heads * bands, band * batch, d)  # a copy if x is a view
     rows = torch.bmm(x_bands, windows).view(heads, bands * band, batch, -1)
     return x_bands, rows.permute(2, 0, 1, 3)
 
