@@ -687,8 +687,9 @@ def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monke
     """``in_tile=None`` follows ``ROWS_IN_TILE`` (what the attention gets): with it, no
     rows are ever made as a tensor, in the forward or the backward."""
     made = []
-    real = kernels._rows
-    monkeypatch.setattr(kernels, "_rows", lambda x, a: made.append(x.shape) or real(x, a))
+    real = kernels._table_rows
+    monkeypatch.setattr(kernels, "_table_rows",
+                        lambda x, w, b: made.append(x.shape) or real(x, w, b))
     monkeypatch.setattr(kernels, "ROWS_IN_TILE", switch)
     got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=None)
     assert len(made) == (0 if switch else 2 * sides)  # forward, backward; per side
@@ -707,18 +708,18 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
     where one table has every distance of the attention (bands only where narrower); the
     same outputs and gradients as the written-out sum, whether the band divides the
     length or not."""
-    widths = []
-    real = kernels._banded_rows
-    monkeypatch.setattr(kernels, "_banded_rows",
-                        lambda x, w, b: widths.append(w.size(-1)) or real(x, w, b))
+    made = []
+    real = kernels._table_rows
+    monkeypatch.setattr(kernels, "_table_rows",
+                        lambda x, w, b: made.append((b, w.size(-1))) or real(x, w, b))
     monkeypatch.setattr(kernels, "ROW_BAND", band)
     config = ROWS_CONFIGS[name]
     got, ref = run_rows(config, torch.float32)
     q_len, k_len, extra = config[2], config[3], config[7]
     width = -(-(max(q_len, k_len) + band - 1) // 16) * 16
     one_table = -(-(q_len + k_len - 1 + extra) // 16) * 16
-    made = 2 * (2 if config[6] else 1)  # forward and backward, per side
-    assert widths == ([width] * made if width < one_table else [])
+    times = 2 * (2 if config[6] else 1)  # forward and backward, per side
+    assert made == ([(band, width)] if width < one_table else [(0, one_table)]) * times
     assert width < one_table or band == 64
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
@@ -726,11 +727,16 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
 
 @pytest.mark.parametrize("causal,banded", [(False, 0), (True, 16)])
 def test_rows_as_one_table_where_not_banded(causal, banded, monkeypatch):
-    """``ROW_BAND = 0``, and causal attention whatever it is: one table of every distance."""
+    """``ROW_BAND = 0``, and causal attention whatever it is: one table of every distance
+    (``2T - 1`` or ``T``, rounded up to 16)."""
+    made = []
+    real = kernels._table_rows
+    monkeypatch.setattr(kernels, "_table_rows",
+                        lambda x, w, b: made.append((b, w.shape)) or real(x, w, b))
     monkeypatch.setattr(kernels, "ROW_BAND", banded)
-    monkeypatch.setattr(kernels, "_banded_rows", None)  # not called
     config = (2, 2, 70, 70, 0, causal, True, 0)
     got, ref = run_rows(config, torch.float32)
+    assert made == [(0, (2, 16, 80 if causal else 144))] * 4
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 

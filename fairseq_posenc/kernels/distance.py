@@ -36,8 +36,8 @@ factors in the forward and again in the backward, never kept); on an H100 that t
 Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
 ``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). In bidirectional
 attention they are made in bands of :data:`ROW_BAND` rows, each over the ``k_len +
-ROW_BAND - 1`` distances its rows meet rather than all ``q_len + k_len - 1`` (:class:`_Bands`),
-about half the bytes of every pass over them. With ``in_tile`` the
+ROW_BAND - 1`` distances its rows meet rather than all ``q_len + k_len - 1``
+(:class:`_RowTables`), about half the bytes of every pass over them. With ``in_tile`` the
 rows are instead made inside each tile from ``x`` and the distances' columns of ``A`` that
 the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather (:func:`_rows_in_tile`,
 :func:`_key_rows_in_tile`), so that only their gradients are ``B x H x len x R`` tensors;
@@ -71,7 +71,7 @@ checks it against a naive softmax where CI has no GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -700,7 +700,7 @@ def _backward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optiona
     """The backward kernels' launches: the gradients of ``q``, ``k``, ``v``, the table
     (with ``table_grad``) and the key columns' table (where there is one). ``tile``:
     the rows' factors, made in the tiles (their gradients ``dS`` are still stored as
-    ``(B, H, len, R)`` tensors, laid out as :func:`_rows` makes them)."""
+    ``(B, H, len, R)`` tensors, laid out as :func:`_table_rows` makes them)."""
     batch, heads, q_len, d_qk = q.shape
     k_len = k.size(2)
     d_out = d_out.contiguous()
@@ -825,17 +825,6 @@ class _DistanceAttention(torch.autograd.Function):
         return dq, dk, dv, grad_table, None, None, None, None, None, None, None, None
 
 
-def _rows(x: Tensor, a: Tensor) -> tuple[Tensor, Tensor]:
-    """``x`` ``(B, H, len, d)`` as ``(H, len * B, d)`` (a view of fairseq's ``(len, B, H *
-    d)`` projections) and its products with ``a`` ``(H, d, R)``: one batched product per
-    head, no copy of ``x`` or of ``a`` per sentence, laid out ``(H, len, B, R)`` and
-    returned as its ``(B, H, len, R)`` view."""
-    batch, heads, length, _ = x.shape
-    x_heads = _heads_as_rows(x)
-    rows = torch.bmm(x_heads, a).view(heads, length, batch, -1).permute(2, 0, 1, 3)
-    return x_heads, rows
-
-
 def _heads_as_rows(x: Tensor) -> Tensor:
     """``(B, H, len, d)`` as ``(H, len * B, d)``: a view of fairseq's ``(len, B, H * d)``
     projections."""
@@ -846,72 +835,86 @@ def _heads_as_rows(x: Tensor) -> Tensor:
 def _band_windows(a: Tensor, start: int, step: int, count: int, width: int) -> Tensor:
     """Columns ``start + n * step + [0, width)`` of ``a`` ``(H, d, R)`` for ``n < count``,
     zeros outside ``[0, R)``, as ``(H * count, d, width)``: a copy the size of ``a``
-    times ``width / |step|``, not of the batch. Differentiable (its backward adds the
-    overlapping windows back)."""
+    times ``width / |step|``, not of the batch (step 0: one window). Differentiable (its
+    backward adds the overlapping windows back)."""
     if step < 0:  # the same windows, taken from the reversed columns and turned back
         return _band_windows(a.flip(-1), a.size(-1) - width - start, -step, count,
                              width).flip(-1)
     span = (count - 1) * step + width
     left, right = max(0, -start), max(0, start + span - a.size(-1))
     a = torch.nn.functional.pad(a, (left, right)).narrow(-1, start + left, span)
-    return a.unfold(-1, width, step).transpose(1, 2).reshape(-1, a.size(1), width)
+    return a.unfold(-1, width, step or width).transpose(1, 2).reshape(-1, a.size(1), width)
 
 
 @dataclass(frozen=True)
-class _Bands:
-    """Tables per row made in bands of ``band`` rows (:data:`ROW_BAND`): band ``n`` of
-    the queries (rows ``t`` in ``n * band + [0, band)``) meets the distances from
-    ``-(q_offset + n * band + band - 1)`` on, pair ``(t, j)`` at column ``j + band - 1 -
-    t % band``; band ``n`` of the keys meets them from ``n * band + band - 1 -
-    q_offset`` down (reversed, so that a key column's addresses run along the queries),
-    pair ``(t, j)`` at column ``t + band - 1 - j % band``. Both ``width`` columns wide."""
+class _RowTables:
+    """How the tables per row are made from ``A_q`` (and ``A_k``): windows of its columns,
+    ``(H * count, d, width)``, each multiplied by the rows of its band (:func:`_table_rows`).
+
+    ``band = 0``: one table over every distance, ``A`` itself with zero columns up to a
+    multiple of 16 (never read unmasked: aligned rows for the products and the kernel's
+    loads, as Triton specializes integers divisible by 16), the key side's distances
+    reversed, its zeros first (:func:`_key_rows_start`). Else bands of ``band`` rows
+    (:data:`ROW_BAND`): band ``n`` of the queries (rows ``t`` in ``n * band + [0,
+    band)``) meets the distances from ``-(q_offset + n * band + band - 1)`` on, pair ``(t,
+    j)`` at column ``j + band - 1 - t % band``; band ``n`` of the keys meets them from ``n *
+    band + band - 1 - q_offset`` down (reversed, so that a key column's addresses run along
+    the queries), pair ``(t, j)`` at column ``t + band - 1 - j % band``."""
 
     band: int
     width: int
-    r_lo: int  # the distance of column 0 of ``A_q`` and ``A_k``
-    q_offset: int
+    q_start: int  # the first query window's first column of A_q
+    k_start: int  # the first key window's first column of A_k (before reversing)
     q_bands: int
     k_bands: int
 
     @classmethod
-    def of(cls, band: int, q_len: int, k_len: int, q_offset: int, r_lo: int) -> "_Bands":
+    def one(cls, r: int) -> "_RowTables":
+        return cls(0, r + -r % 16, 0, 0, 1, 1)
+
+    @classmethod
+    def banded(cls, band: int, q_len: int, k_len: int, q_offset: int,
+               r_lo: int) -> "_RowTables":
         width = -(-(max(q_len, k_len) + band - 1) // 16) * 16  # aligned rows
-        return cls(band, width, r_lo, q_offset, -(-q_len // band), -(-k_len // band))
+        return cls(band, width, -(q_offset + band - 1) - r_lo,
+                   band - 1 - q_offset - (width - 1) - r_lo, -(-q_len // band),
+                   -(-k_len // band))
 
     def query_windows(self, a_q: Tensor) -> Tensor:
-        start = -(self.q_offset + self.band - 1) - self.r_lo
-        return _band_windows(a_q, start, -self.band, self.q_bands, self.width)
+        return _band_windows(a_q, self.q_start, -self.band, self.q_bands, self.width)
 
     def key_windows(self, a_k: Tensor) -> Tensor:
-        start = self.band - 1 - self.q_offset - (self.width - 1) - self.r_lo
-        return _band_windows(a_k, start, self.band, self.k_bands, self.width).flip(-1)
+        return _band_windows(a_k, self.k_start, self.band, self.k_bands, self.width).flip(-1)
 
 
-def _banded_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]:
-    """``x`` ``(B, H, len, d)`` as ``(H * bands, band * B, d)`` (zero rows after ``len``)
-    and each band's products with its window of ``windows`` ``(H * bands, d, W)``: one
-    batched product, laid out ``(H, bands * band, B, W)`` and returned as its ``(B, H,
-    bands * band, W)`` view, as :func:`_rows` lays out one table."""
+def _table_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]:
+    """``x`` ``(B, H, len, d)`` as ``(H * bands, band * B, d)`` (zero rows after ``len``;
+    ``band = 0``: one band, ``(H, len * B, d)``, a view of fairseq's ``(len, B, H * d)``
+    projections) and each band's products with its window of ``windows`` ``(H * bands, d,
+    W)``: one batched product, no copy of a window per sentence, laid out ``(H, bands *
+    band, B, W)`` and returned as its ``(B, H, bands * band, W)`` view."""
     batch, heads, length, d = x.shape
     bands = windows.size(0) // heads
+    band = band or length
     x_heads = _heads_as_rows(x)
     extra = bands * band - length
     if extra:
         x_heads = torch.nn.functional.pad(x_heads, (0, 0, 0, extra * batch))
-    x_bands = x_heads.reshape(heads * bands, band * batch, d)  # a copy if x is a view
+    x_bands = x_heads.reshape(heads * bands, band * batch, d)  # in bands, a copy
     rows = torch.bmm(x_bands, windows).view(heads, bands * band, batch, -1)
     return x_bands, rows.permute(2, 0, 1, 3)
 
 
-def _banded_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
-                  need_x: bool, need_windows: bool
-                  ) -> tuple[Optional[Tensor], Optional[Tensor]]:
-    """The gradients of :func:`_banded_rows`' ``x`` and ``windows`` (in float32, for
-    adding the overlapping windows back) from ``d_rows``, where needed."""
+def _table_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
+                 need_x: bool, need_windows: bool
+                 ) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """The gradients of :func:`_table_rows`' ``x`` and ``windows`` (in float32, for
+    adding the overlapping windows back) from ``d_rows``, where needed: one product each
+    per window, the batch folded into the rows."""
     batch, heads, length, _ = x.shape
     d_bands = d_rows.permute(1, 2, 0, 3).reshape(x_bands.size(0), x_bands.size(1), -1)
     d_x = d_windows = None
-    if need_x:
+    if need_x:  # (H * bands, band * B, d) back to (B, H, len, d)
         d_x = torch.bmm(d_bands, windows.transpose(1, 2)).view(
             heads, -1, batch, x.size(3))[:, :length].permute(2, 0, 1, 3)
     if need_windows:
@@ -919,98 +922,84 @@ def _banded_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
     return d_x, d_windows
 
 
+@dataclass
+class _Side:
+    """One side's tables made again for the backward: ``A``'s windows in float32 through
+    autograd (``a32`` to ``windows32``), the windows in ``A``'s dtype (its own values:
+    exact), ``x`` in bands and the tables (None where the tiles make them)."""
+
+    a32: Tensor
+    windows32: Tensor
+    windows: Tensor
+    x_bands: Tensor
+    rows: Optional[Tensor]
+
+    @classmethod
+    def of(cls, x: Tensor, a: Tensor, windows_of: Callable[[Tensor], Tensor], band: int,
+           in_tile: bool) -> "_Side":
+        with torch.enable_grad():
+            a32 = a.detach().float().requires_grad_()
+            windows32 = windows_of(a32)
+        windows = windows32.detach().to(a.dtype)
+        if in_tile:
+            return cls(a32, windows32, windows, _heads_as_rows(x), None)
+        return cls(a32, windows32, windows, *_table_rows(x, windows, band))
+
+
 class _RowsAttention(torch.autograd.Function):
     """Tables per query row and per key column that are products, ``x_q A_q`` and
-    ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``): made in the forward for the kernel and
-    again in the backward, never kept (``B x H x len x R`` each, twice a ``len x len``
-    tensor); their gradients ``dS`` (stored in place) go to ``x`` and ``A`` by one
-    product each per head, the batch folded into the rows. With ``in_tile`` the rows
-    are not made as tables: each tile makes its own from ``x`` and ``A``
-    (:func:`_rows_in_tile`, :func:`_key_rows_in_tile`)."""
+    ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``), made as :class:`_RowTables` says: in
+    the forward for the kernel and again in the backward, never kept (``B x H x len x
+    W`` each, about twice a ``len x len`` tensor in one table, once in bands); their
+    gradients ``dS`` (stored in place) go to ``x`` and ``A``'s windows by one product
+    each per window, and to ``A`` through :func:`_band_windows`' backward. With
+    ``in_tile`` the rows are not made as tables: each tile makes its own from ``x`` and
+    ``A`` (:func:`_rows_in_tile`, :func:`_key_rows_in_tile`)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
                 x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
                 key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
-                seed: Tensor, in_tile: bool, bands: Optional[_Bands]):
+                seed: Tensor, in_tile: bool, tables: _RowTables):
         pad = _padding_mask(key_padding_mask, q.device)
-        tile = (x_q, a_q, x_k, a_k) if in_tile else None
-        if bands is not None:
-            rows_q = _banded_rows(x_q, bands.query_windows(a_q), bands.band)[1]
-            rows_k = None if x_k is None else _banded_rows(x_k, bands.key_windows(a_k),
-                                                           bands.band)[1]
+        windows_q = tables.query_windows(a_q)
+        windows_k = None if a_k is None else tables.key_windows(a_k)
+        tile = (x_q, windows_q, x_k, windows_k) if in_tile else None
+        if in_tile:
+            rows_q, rows_k = windows_q, None
         else:
-            rows_q = a_q if in_tile else _rows(x_q, a_q)[1]
-            rows_k = None if x_k is None or in_tile else _rows(x_k, a_k)[1]
+            rows_q = _table_rows(x_q, windows_q, tables.band)[1]
+            rows_k = None if x_k is None else _table_rows(x_k, windows_k, tables.band)[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
                           causal, key_table=rows_k, full=True, dropout_p=dropout_p,
-                          tile=tile, band=0 if bands is None else bands.band)
+                          tile=tile, band=tables.band)
         out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape, tile)
         ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse)
-        ctx.shape, ctx.in_tile, ctx.bands = shape, in_tile, bands
+        ctx.shape, ctx.in_tile, ctx.tables = shape, in_tile, tables
         return out
 
     @staticmethod
     def backward(ctx, d_out: Tensor):
-        if ctx.bands is not None:
-            return _RowsAttention._banded_backward(ctx, d_out)
         q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
-        tile = (x_q, a_q, x_k, a_k) if ctx.in_tile else None
-        if tile is not None:
-            x_q_heads, rows_q = _heads_as_rows(x_q), a_q
-            x_k_heads, rows_k = (None, None) if x_k is None else (_heads_as_rows(x_k), None)
-        else:
-            x_q_heads, rows_q = _rows(x_q, a_q)
-            x_k_heads, rows_k = (None, None) if x_k is None else _rows(x_k, a_k)
+        tables, in_tile, needs = ctx.tables, ctx.in_tile, ctx.needs_input_grad
+        query = _Side.of(x_q, a_q, tables.query_windows, tables.band, in_tile)
+        key = None if x_k is None else _Side.of(x_k, a_k, tables.key_windows, tables.band,
+                                                in_tile)
+        tile = (x_q, query.windows, x_k, key and key.windows) if in_tile else None
         with on_device_of(d_out):
             dq, dk, dv, d_rows_q, d_rows_k = _backward(
-                q, k, v, rows_q, rows_k, pad, seed, out, lse, lse, d_out, None, ctx.shape,
-                True, tile)
-        grads = [dq, dk, dv]
-        needs = ctx.needs_input_grad
-        for x, x_heads, a, d_rows, n in ((x_q, x_q_heads, a_q, d_rows_q, 3),
-                                         (x_k, x_k_heads, a_k, d_rows_k, 5)):
-            if x is None:
-                grads += [None, None]
-                continue
-            heads, length_batch, _ = x_heads.shape
-            d_rows = d_rows.permute(1, 2, 0, 3).reshape(heads, length_batch, -1)  # a view
-            d_x = None
-            if needs[n]:  # (H, len * B, d) back to (B, H, len, d)
-                d_x = torch.bmm(d_rows, a.transpose(1, 2)).view(
-                    heads, x.size(2), x.size(0), -1).permute(2, 0, 1, 3)
-            grads += [d_x, torch.bmm(x_heads.transpose(1, 2), d_rows) if needs[n + 1] else None]
-        return (*grads, None, None, None, None, None, None, None, None)
-
-    @staticmethod
-    def _banded_backward(ctx, d_out: Tensor):
-        """The backward with the tables made in bands: the windows' gradients go back to
-        ``A`` through :func:`_band_windows`' own backward."""
-        q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
-        bands, needs = ctx.bands, ctx.needs_input_grad
-        sides = [(x_q, a_q, bands.query_windows, 3)]
-        if x_k is not None:
-            sides.append((x_k, a_k, bands.key_windows, 5))
-        made = []
-        for x, a, windows_of, _ in sides:
-            with torch.enable_grad():  # float32, for adding the overlapping windows back
-                a32 = a.detach().float().requires_grad_()
-                windows32 = windows_of(a32)
-            windows = windows32.detach().to(a.dtype)  # a's own values: exact
-            made.append((a32, windows32, windows, *_banded_rows(x, windows, bands.band)))
-        rows_k = made[1][4] if x_k is not None else None
-        with on_device_of(d_out):
-            dq, dk, dv, d_rows_q, d_rows_k = _backward(
-                q, k, v, made[0][4], rows_k, pad, seed, out, lse, lse, d_out, None,
-                ctx.shape, True)
+                q, k, v, query.windows if in_tile else query.rows, key and key.rows, pad,
+                seed, out, lse, lse, d_out, None, ctx.shape, True, tile)
         grads = [dq, dk, dv, None, None, None, None]
-        for (x, a, _, n), (a32, windows32, windows, x_bands, _), d_rows in zip(
-                sides, made, (d_rows_q, d_rows_k)):
-            d_x, d_windows = _banded_grads(x, x_bands, windows, d_rows, needs[n],
-                                           needs[n + 1])
+        for x, side, d_rows, n in ((x_q, query, d_rows_q, 3), (x_k, key, d_rows_k, 5)):
+            if side is None:
+                continue
+            d_x, d_windows = _table_grads(x, side.x_bands, side.windows, d_rows, needs[n],
+                                          needs[n + 1])
             grads[n] = d_x
             if d_windows is not None:
-                grads[n + 1] = torch.autograd.grad(windows32, a32, d_windows)[0].to(a.dtype)
+                grads[n + 1] = torch.autograd.grad(side.windows32, side.a32,
+                                                   d_windows)[0].to(side.windows.dtype)
         return (*grads, None, None, None, None, None, None, None, None)
 
 
@@ -1180,18 +1169,11 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
     if a_k is not None and a_k.size(-1) != r:
         raise ValueError(f"the key rows have {a_k.size(-1)} distances, the query rows {r}")
     in_tile = ROWS_IN_TILE if in_tile is None else in_tile
-    bands = None
+    tables = _RowTables.one(r)
     if ROW_BAND > 0 and not causal and not in_tile:
-        bands = _Bands.of(ROW_BAND, q_len, k_len, q_offset, r_lo)
-        if bands.width >= r + -r % 16:  # no narrower (a short block of queries)
-            bands = None
-    if bands is None:
-        # Rows a multiple of 16 long (zero columns, never read unmasked): aligned for the
-        # products and the kernel's loads (Triton specializes integers divisible by 16).
-        # The key side's distances reversed (:func:`_key_rows_start`), its zeros first.
-        extra = -r % 16
-        a_q = torch.nn.functional.pad(a_q, (0, extra))
-        a_k = None if a_k is None else torch.nn.functional.pad(a_k.flip(-1), (extra, 0))
+        bands = _RowTables.banded(ROW_BAND, q_len, k_len, q_offset, r_lo)
+        if bands.width < tables.width:  # not for a short block of queries
+            tables = bands
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
                                 key_padding_mask, causal, dropout_p,
-                                _dropout(dropout_p, seed, q.device), in_tile, bands)
+                                _dropout(dropout_p, seed, q.device), in_tile, tables)
