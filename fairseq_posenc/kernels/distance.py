@@ -835,15 +835,15 @@ def _heads_as_rows(x: Tensor) -> Tensor:
 def _band_windows(a: Tensor, start: int, step: int, count: int, width: int) -> Tensor:
     """Columns ``start + n * step + [0, width)`` of ``a`` ``(H, d, R)`` for ``n < count``,
     zeros outside ``[0, R)``, as ``(H * count, d, width)``: a copy the size of ``a``
-    times ``width / |step|``, not of the batch (step 0: one window). Differentiable (its
-    backward adds the overlapping windows back)."""
+    times ``width / |step|``, not of the batch. Differentiable (its backward adds the
+    overlapping windows back)."""
     if step < 0:  # the same windows, taken from the reversed columns and turned back
         return _band_windows(a.flip(-1), a.size(-1) - width - start, -step, count,
                              width).flip(-1)
     span = (count - 1) * step + width
     left, right = max(0, -start), max(0, start + span - a.size(-1))
     a = torch.nn.functional.pad(a, (left, right)).narrow(-1, start + left, span)
-    return a.unfold(-1, width, step or width).transpose(1, 2).reshape(-1, a.size(1), width)
+    return a.unfold(-1, width, step).transpose(1, 2).reshape(-1, a.size(1), width)
 
 
 @dataclass(frozen=True)
@@ -863,14 +863,14 @@ class _RowTables:
 
     band: int
     width: int
-    q_start: int  # the first query window's first column of A_q
-    k_start: int  # the first key window's first column of A_k (before reversing)
-    q_bands: int
-    k_bands: int
+    q_start: int = 0  # bands: the first query window's first column of A_q
+    k_start: int = 0  # bands: the first key window's first column of A_k (before reversing)
+    q_bands: int = 1
+    k_bands: int = 1
 
     @classmethod
     def one(cls, r: int) -> "_RowTables":
-        return cls(0, r + -r % 16, 0, 0, 1, 1)
+        return cls(0, r + -r % 16)
 
     @classmethod
     def banded(cls, band: int, q_len: int, k_len: int, q_offset: int,
@@ -881,9 +881,13 @@ class _RowTables:
                    -(-k_len // band))
 
     def query_windows(self, a_q: Tensor) -> Tensor:
+        if self.band == 0:
+            return torch.nn.functional.pad(a_q, (0, self.width - a_q.size(-1)))
         return _band_windows(a_q, self.q_start, -self.band, self.q_bands, self.width)
 
     def key_windows(self, a_k: Tensor) -> Tensor:
+        if self.band == 0:
+            return torch.nn.functional.pad(a_k.flip(-1), (self.width - a_k.size(-1), 0))
         return _band_windows(a_k, self.k_start, self.band, self.k_bands, self.width).flip(-1)
 
 
@@ -908,9 +912,8 @@ def _table_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]:
 def _table_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
                  need_x: bool, need_windows: bool
                  ) -> tuple[Optional[Tensor], Optional[Tensor]]:
-    """The gradients of :func:`_table_rows`' ``x`` and ``windows`` (in float32, for
-    adding the overlapping windows back) from ``d_rows``, where needed: one product each
-    per window, the batch folded into the rows."""
+    """The gradients of :func:`_table_rows`' ``x`` and ``windows`` from ``d_rows``, where
+    needed: one product each per window, the batch folded into the rows."""
     batch, heads, length, _ = x.shape
     d_bands = d_rows.permute(1, 2, 0, 3).reshape(x_bands.size(0), x_bands.size(1), -1)
     d_x = d_windows = None
@@ -918,18 +921,19 @@ def _table_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
         d_x = torch.bmm(d_bands, windows.transpose(1, 2)).view(
             heads, -1, batch, x.size(3))[:, :length].permute(2, 0, 1, 3)
     if need_windows:
-        d_windows = torch.bmm(x_bands.transpose(1, 2), d_bands).float()
+        d_windows = torch.bmm(x_bands.transpose(1, 2), d_bands)
     return d_x, d_windows
 
 
 @dataclass
 class _Side:
-    """One side's tables made again for the backward: ``A``'s windows in float32 through
-    autograd (``a32`` to ``windows32``), the windows in ``A``'s dtype (its own values:
-    exact), ``x`` in bands and the tables (None where the tiles make them)."""
+    """One side's tables made again for the backward: ``A``'s windows through autograd
+    (``a_grad`` to ``windows_grad``; in float32 for bands, whose overlapping windows'
+    gradients add up), the windows in ``A``'s dtype (its own values: exact), ``x`` in
+    bands and the tables (None where the tiles make them)."""
 
-    a32: Tensor
-    windows32: Tensor
+    a_grad: Tensor
+    windows_grad: Tensor
     windows: Tensor
     x_bands: Tensor
     rows: Optional[Tensor]
@@ -938,12 +942,18 @@ class _Side:
     def of(cls, x: Tensor, a: Tensor, windows_of: Callable[[Tensor], Tensor], band: int,
            in_tile: bool) -> "_Side":
         with torch.enable_grad():
-            a32 = a.detach().float().requires_grad_()
-            windows32 = windows_of(a32)
-        windows = windows32.detach().to(a.dtype)
+            a_grad = (a.detach().float() if band else a.detach()).requires_grad_()
+            windows_grad = windows_of(a_grad)
+        windows = windows_grad.detach().to(a.dtype)
         if in_tile:
-            return cls(a32, windows32, windows, _heads_as_rows(x), None)
-        return cls(a32, windows32, windows, *_table_rows(x, windows, band))
+            return cls(a_grad, windows_grad, windows, _heads_as_rows(x), None)
+        return cls(a_grad, windows_grad, windows, *_table_rows(x, windows, band))
+
+    def grad_of_a(self, d_windows: Tensor) -> Tensor:
+        """``A``'s gradient from its windows'."""
+        d_a = torch.autograd.grad(self.windows_grad, self.a_grad,
+                                  d_windows.to(self.a_grad.dtype))[0]
+        return d_a.to(self.windows.dtype)
 
 
 class _RowsAttention(torch.autograd.Function):
@@ -998,8 +1008,7 @@ class _RowsAttention(torch.autograd.Function):
                                           needs[n + 1])
             grads[n] = d_x
             if d_windows is not None:
-                grads[n + 1] = torch.autograd.grad(side.windows32, side.a32,
-                                                   d_windows)[0].to(side.windows.dtype)
+                grads[n + 1] = side.grad_of_a(d_windows)
         return (*grads, None, None, None, None, None, None, None, None)
 
 
