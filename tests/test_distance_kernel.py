@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import random
 
 import pytest
 import torch
@@ -737,6 +738,30 @@ def test_rows_as_one_table_where_not_banded(causal, banded, monkeypatch):
     config = (2, 2, 70, 70, 0, causal, True, 0)
     got, ref = run_rows(config, torch.float32)
     assert made == [(0, (2, 16, 80 if causal else 144))] * 4
+    for n, (a, b) in enumerate(zip(got, ref)):
+        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
+
+
+def random_rows_configs(count, seed=0):
+    """``count`` shapes of self-attention as the model makes them (keys: the cache and the
+    queries; every third causal), with a band of 8, 16 or 32 rows each."""
+    rng = random.Random(seed)
+    configs = []
+    for n in range(count):
+        q_len, causal = rng.randint(1, 90), n % 3 == 2
+        q_offset = rng.choice([0, rng.randint(1, 40)])
+        configs.append(((rng.randint(1, 2), rng.randint(1, 3), q_len, q_offset + q_len,
+                         q_offset, causal, rng.random() < 0.5, rng.randint(0, 5)),
+                        rng.choice([8, 16, 32])))
+    return configs
+
+
+@pytest.mark.parametrize("config,band", random_rows_configs(8), ids=str)
+def test_rows_at_random_shapes(config, band, monkeypatch):
+    """Lengths, offsets, extra distances and bands drawn at random (seeded): the same
+    sums as written out, in bands or in one table."""
+    monkeypatch.setattr(kernels, "ROW_BAND", band)
+    got, ref = run_rows(config, torch.float32)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
