@@ -960,11 +960,11 @@ class _RowsAttention(torch.autograd.Function):
     """Tables per query row and per key column that are products, ``x_q A_q`` and
     ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``), made as :class:`_RowTables` says: in
     the forward for the kernel and again in the backward, never kept (``B x H x len x
-    W`` each, about twice a ``len x len`` tensor in one table, once in bands); their
-    gradients ``dS`` (stored in place) go to ``x`` and ``A``'s windows by one product
-    each per window, and to ``A`` through :func:`_band_windows`' backward. With
-    ``in_tile`` the rows are not made as tables: each tile makes its own from ``x`` and
-    ``A`` (:func:`_rows_in_tile`, :func:`_key_rows_in_tile`)."""
+    W`` each: ``W`` about ``2 len`` in one bidirectional table, about ``len`` in bands
+    or causally); their gradients ``dS`` (stored in place) go to ``x`` and ``A``'s
+    windows by one product each per window, and on to ``A`` through the windows' own
+    backward (autograd). With ``in_tile`` the rows are not made as tables: each tile
+    makes its own from ``x`` and ``A`` (:func:`_rows_in_tile`, :func:`_key_rows_in_tile`)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
