@@ -681,16 +681,23 @@ def test_rows_in_the_tiles_with_other_tile_shapes(name, monkeypatch):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
 
+def tables_made(monkeypatch):
+    """A list that records each table per row the kernels' wrapper makes (a call of
+    ``_table_rows``) as its band and its windows' shape."""
+    made = []
+    real = kernels._table_rows
+    monkeypatch.setattr(kernels, "_table_rows",
+                        lambda x, w, b: made.append((b, tuple(w.shape))) or real(x, w, b))
+    return made
+
+
 @pytest.mark.parametrize("switch", [False, True])
 @pytest.mark.parametrize("name,sides", [("decoder, causal, rows with no key (XL)", 1),
                                         ("decoder, causal (Huang 4)", 2)])
 def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monkeypatch):
     """``in_tile=None`` follows ``ROWS_IN_TILE`` (what the attention gets): with it, no
     rows are ever made as a tensor, in the forward or the backward."""
-    made = []
-    real = kernels._table_rows
-    monkeypatch.setattr(kernels, "_table_rows",
-                        lambda x, w, b: made.append(x.shape) or real(x, w, b))
+    made = tables_made(monkeypatch)
     monkeypatch.setattr(kernels, "ROWS_IN_TILE", switch)
     got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=None)
     assert len(made) == (0 if switch else 2 * sides)  # forward, backward; per side
@@ -709,10 +716,7 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
     where one table has every distance of the attention (bands only where narrower); the
     same outputs and gradients as the written-out sum, whether the band divides the
     length or not."""
-    made = []
-    real = kernels._table_rows
-    monkeypatch.setattr(kernels, "_table_rows",
-                        lambda x, w, b: made.append((b, w.size(-1))) or real(x, w, b))
+    made = tables_made(monkeypatch)
     monkeypatch.setattr(kernels, "ROW_BAND", band)
     config = ROWS_CONFIGS[name]
     got, ref = run_rows(config, torch.float32)
@@ -720,7 +724,8 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
     width = -(-(max(q_len, k_len) + band - 1) // 16) * 16
     one_table = -(-(q_len + k_len - 1 + extra) // 16) * 16
     times = 2 * (2 if config[6] else 1)  # forward and backward, per side
-    assert made == ([(band, width)] if width < one_table else [(0, one_table)]) * times
+    assert [(b, w[-1]) for b, w in made] == (
+        [(band, width)] if width < one_table else [(0, one_table)]) * times
     assert width < one_table or band == 64
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
@@ -730,10 +735,7 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
 def test_rows_as_one_table_where_not_banded(causal, banded, monkeypatch):
     """``ROW_BAND = 0``, and causal attention whatever it is: one table of every distance
     (``2T - 1`` or ``T``, rounded up to 16)."""
-    made = []
-    real = kernels._table_rows
-    monkeypatch.setattr(kernels, "_table_rows",
-                        lambda x, w, b: made.append((b, w.shape)) or real(x, w, b))
+    made = tables_made(monkeypatch)
     monkeypatch.setattr(kernels, "ROW_BAND", banded)
     config = (2, 2, 70, 70, 0, causal, True, 0)
     got, ref = run_rows(config, torch.float32)
