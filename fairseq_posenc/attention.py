@@ -1,88 +1,28 @@
 """Self-attention that takes its position terms from :class:`PositionEncoding` modules.
 
-One ``MultiheadAttention`` subclass serves every attention-level encoding, in the encoder
-and the decoder, in training, full-sequence evaluation and incremental decoding. It
-replaces ``forward`` as a whole: stock fairseq sends training and evaluation through
-``F.multi_head_attention_forward``, a fused path that ignores the slow path's hooks
-(FAIRSEQ_NOTES.md measured a 0.91 output difference for a subclass that only overrode
-``apply_sparse_mask``), so no hook-only subclass can be right in training.
+One ``MultiheadAttention`` subclass serves every attention-level encoding, in both stacks,
+in training, evaluation and decoding. It replaces ``forward`` as a whole: fairseq's own
+takes, in training and evaluation, a fused path that skips every hook a subclass could
+override (``docs/fairseq-notes.md``; ``docs/decisions.md``, "Replacing forward").
 
-Each position term declares its kind (:class:`~fairseq_posenc.context.PositionKind`), and
-the attention computes each kind in one way:
+Logits ``c_ij * s_ij + b_ij``: ``c_ij = q_i.k_j`` (``q`` scaled) or a term's replacement,
+``s_ij`` a factor by distance, ``b_ij`` additive terms and masks; output ``softmax(e) v``
+plus any value term. Each term declares its kind (:class:`~fairseq_posenc.context.
+PositionKind`); a call takes one path, each giving the same numbers up to rounding:
 
-* rotation -- queries and keys are rotated before keys are cached;
-* projection -- keys and values come from the projected input, plus its bias;
-* content-free biases (by distance, by pair) and biases that read q or k are added to the
-  logits; a low-rank term either is too, or becomes extra query and key dimensions;
-* factors and replacements of ``q_i.k_j`` and terms on the probabilities need the logits.
+* fused -- ``F.scaled_dot_product_attention``, additive terms in its float mask,
+  ``LOW_RANK`` terms (and causal ALiBi) as extra q, k dimensions (:func:`concat_low_rank`);
+* fused distance -- the layer's one ``len x len`` term by distance in the Triton kernels of
+  :mod:`fairseq_posenc.kernels.distance` (CUDA, half precision, once self-checked);
+* explicit -- logits, softmax, dropout and ``p @ v`` written out: a term needs the logits
+  or probabilities, weights are asked for, one query, or on CPU a mask with a gradient;
+* :meth:`PositionalMultiheadAttention._decode_step` -- a step of beam search: the explicit
+  path's numbers with the fewest operations for the host to dispatch.
 
-Two paths:
-
-* fused -- ``F.scaled_dot_product_attention`` with the additive terms folded into its float
-  mask. A ``LOW_RANK`` term (DIET-ABS, TUPE; and causal ALiBi, whose bias is exactly
-  rank 1 under the causal mask) is run as an ordinary attention with head dimension
-  ``d_h + d_p``: ``[q_i, P_Q[pos_i]] . [k_j, P_K[pos_j]] = q_i.k_j + (P_Q P_K^T)[pos_i, pos_j]``,
-  the same number without a ``len x len`` tensor or its gradient. That is the
-  ``"concat"`` low-rank kernel, the default on CUDA, where one fwd+bwd attention call took
-  1.31 ms at head dimension 128 against 2.84 ms with the ``(B, H, T, T)`` bias and its
-  gradient (H100, fp16, B=64, T=512), and DIET-ABS's training step 1.09-1.10x stock's at
-  512 tokens against 1.37 with the bias (``docs/benchmark-gpu.md``). The operands are read
-  once per forward, and padded with zeros to a multiple of 8 dimensions, which the fused
-  kernels need. Where another term adds a ``len x len`` bias anyway (TUPE-R's buckets),
-  the low-rank term joins that bias instead. On CPU (``"auto"``) the low-rank term stays
-  the bias that the CPU benchmark measured (``docs/benchmark-cpu.md``): the ``H x n x n``
-  product once per forward for all layers, read at the rows' positions.
-  ``tests/test_kernels.py`` shows the two agree, outputs and gradients.
-  A ``DISTANCE_BIAS`` or ``DISTANCE_SCALE`` term, Shaw's terms by clipped distance
-  (``by_clipped_distance``: rows per query, the value term from the probabilities summed
-  by clipped distance), or a content term by distance (``by_distance_rows``:
-  Transformer-XL's and Huang et al.'s method 4's, as products read by distance, where no
-  clip makes distances share a vector) that is the layer's only ``len x len`` term runs,
-  on CUDA in half precision, in the fused kernel of
-  :mod:`fairseq_posenc.kernels.distance` (``distance_kernel="auto"``, once
-  :func:`~fairseq_posenc.kernels.self_check.verified` on that device and dtype, with
-  attention dropout as its own variant): the ``(H, R)`` table read inside its tiles as a
-  summand or a factor, padding as a ``(B, T)`` mask, the decoder's future mask as
-  causality, attention dropout as a mask drawn inside the tiles, the table's gradient
-  summed by distance in the kernel. No ``len x len`` tensor, where
-  ``scaled_dot_product_attention`` with the bias and its gradient took 2.84 ms against
-  1.00 ms with a padding mask (H100, fp16, B=64, T=512).
-  A concatenated low-rank term (TUPE-R's) joins it as extra dimensions. Elsewhere, and with
-  ``"bias"``, the term is part of the float mask. ``tests/test_distance_kernel.py``.
-* explicit -- logits, softmax, dropout, ``p @ v`` written out, when a term needs the
-  probabilities (Shaw's value term, where not fused), multiplies or replaces the content
-  logits (Huang et al.'s methods 1-3; 1-2 run fused where the distance kernel does), or
-  the caller asks for the attention weights; and for a single query
-  row (an incremental decoding step), where stock fairseq also takes its explicit path:
-  on CPU, ``scaled_dot_product_attention`` was 1.2-2.0x slower than ``matmul`` + softmax
-  for one query over 16-121 keys (``B*beam = 20``, 8 heads, ``d_h = 64``); and on CPU for
-  a mask that needs a gradient (a learned bias in training). The CPU fused kernel does not
-  differentiate its mask, so SDPA falls back to its math path: the explicit path plus a
-  "safe" softmax (``eq``/``all``/``where`` over ``B x H x q x k``), which made one
-  training layer 6-8% slower (t5, diet_rel, diet_abs at 30 and 120 tokens). CUDA's
-  memory-efficient kernel does differentiate the mask, so GPUs keep the fused path.
-
-A decoding step is one query per sentence, and beam search on a GPU is bound by the host's
-work per layer and step (Python, dispatch, kernel launches), not by arithmetic. So a step
-of beam search (no padding, no weights asked) takes its own path,
-:meth:`PositionalMultiheadAttention._decode_step`: the explicit path's numbers with the
-heads as views of the projections (a step's ``(1, B, H d_h)`` is ``(B, H, 1, d_h)`` in
-memory) and ``bmm`` over ``B H`` rows, where the general path permutes, broadcasts 4-D
-products and checks masks. Its terms launch as few kernels as they allow: a content-free
-row is a slice of a window kept for the sequence (per-distance biases as ``(H, 1, R)``:
-one narrow per layer); a content term by distance is a product with its tables'
-consecutive columns (:meth:`~fairseq_posenc.encodings.base.DistanceRows.one_query_logits`,
-Transformer-XL, Huang et al.'s method 4), Shaw's rows are a slice of a window by distance,
-RoPE's rotation one matrix product per tensor, the queries' scale folded in; the terms
-are grouped by kind once, when attached. Steps with padding or asked for weights take the
-general path; ``tests/test_decoding.py`` checks both against the full forward.
-``posenc-benchmark --device cpu --sizes narrow --calls translate --threads 1`` measures
-this work (``docs/benchmark-methodology.md``, ``docs/benchmark-host.md``).
-
-The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as
-``(batch, heads, len, head_dim)``, ``prev_key_padding_mask``), so the inherited
-``reorder_incremental_state`` reorders it for beam search. Queries of a step are the last
-``q_len`` of the ``k_len`` cached positions: ``q_offset = k_len - q_len``.
+The incremental cache keeps fairseq's layout (``prev_key``/``prev_value`` as ``(B, H, len,
+d_h)``, ``prev_key_padding_mask``), which the inherited ``reorder_incremental_state``
+reorders; queries are the last ``q_len`` of ``k_len`` positions, ``q_offset = k_len -
+q_len``. Which kind takes which path: ``docs/architecture.md``; why: ``docs/decisions.md``.
 """
 
 from __future__ import annotations
@@ -212,9 +152,9 @@ def concat_low_rank(q: Tensor, k: Tensor,
     for p_q, p_k in operands:
         qs.append(p_q.to(q.dtype).expand(batch, heads, -1, -1))
         ks.append(p_k.to(k.dtype).expand(batch, heads, -1, -1))
-    # Zeros up to a multiple of 8 dimensions: the fused CUDA kernels take no other head
-    # dimension, and SDPA fell back to its math path for causal ALiBi's 64 + 2 (1.49x
-    # stock's training step at 512 tokens, H100, fp16; 1.05 with the bias).
+    # Zeros up to a multiple of 8 dimensions: SDPA's fused CUDA kernels take no other head
+    # dimension, and SDPA would run its math path instead (causal ALiBi's 64 + 2;
+    # docs/decisions.md, "Low-rank terms as extra dimensions").
     extra = -sum(x.size(-1) for x in qs) % 8
     if extra:
         qs.append(q.new_zeros(batch, heads, q.size(2), extra))
@@ -243,8 +183,9 @@ class AttachedPositions:
     by_key: tuple[PositionEncoding, ...] = ()
     #: Two or more terms whose step row depends on positions only (:data:`CONTENT_FREE`;
     #: a step has no padding; TUPE-R's): summed once per decoding step for the layers
-    #: that share them. One such term reads its own cached row (a ``narrow``), which was
-    #: cheaper than looking up a sum where layers have their own tables (``diet_rel``).
+    #: that share them. One such term reads its own cached row (a ``narrow``): cheaper
+    #: than looking up a sum where layers have their own tables (``diet_rel``;
+    #: docs/decisions.md, "Decoding steps").
     #: ``step_terms``: the terms a decoding step computes itself (not ``by_key``), and
     #: ``step_value_terms`` those of them with a value term.
     content_free: tuple[PositionEncoding, ...] = ()
@@ -293,8 +234,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
     by default: :meth:`attach` gives a layer built on its own its terms).
 
     ``low_rank_kernel``: how ``LOW_RANK`` terms run on the fused path, and
-    ``distance_kernel`` how a ``DISTANCE_BIAS`` term does (see the module docstring);
-    every choice computes the same numbers.
+    ``distance_kernel`` how a term by distance does (``docs/architecture.md``, "Which
+    kernel runs"); every choice computes the same numbers.
     """
 
     def __init__(
@@ -481,8 +422,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
         elif sized and fused is None:
             # Another term adds a len x len bias anyway (TUPE-R's buckets without the
             # fused kernel): the low-rank term joins it, computed once per forward for
-            # all layers, which was cheaper than extra dimensions in every layer
-            # (training step 1.165 against 1.247x stock's at 128 tokens, H100, fp16).
+            # all layers, cheaper than extra dimensions in every layer
+            # (docs/decisions.md, "Low-rank terms as extra dimensions").
             concatenated = []
 
         def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
@@ -579,8 +520,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
                      ctx: PositionContext) -> Tensor:
         """A step of beam search: one query per row, no padding, no weights asked; the
         explicit path's numbers with the fewest operations for the host to dispatch,
-        which is what bounds beam search on a GPU (module docstring;
-        ``docs/benchmark-host.md`` has the measurements)."""
+        which is what bounds beam search on a GPU (``docs/decisions.md``, "Decoding
+        steps")."""
         bsz = query.size(1)
         heads, head_dim = self.num_heads, self.head_dim
         rows = bsz * heads
@@ -616,8 +557,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 assert total is not None  # content-free kinds are additive
                 return total if total.dtype == q.dtype else total.to(q.dtype)
 
-            # Layers that share the terms (the same modules) read one sum per step:
-            # TUPE-R's layer step 1.16-1.19 -> 1.05-1.09 of stock's (docs/benchmark-host.md).
+            # Layers that share the terms (the same modules) read one sum per step
+            # (docs/decisions.md, "Decoding steps").
             free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
                               step_bias)
             bias = free if bias is None else bias + free

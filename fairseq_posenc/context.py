@@ -108,11 +108,10 @@ class PositionContext:
 
     def ahead(self, n: int) -> int:
         """How far to compute when ``n`` is needed. Decoding needs one more position per
-        step, so it allocates ahead and the following steps only slice: a sentence of up
-        to 64 tokens computes each table once, at its first step. Grown from 16, tables
-        were recomputed at steps 1, 19 and 55, which cost a decoder self-attention layer
-        of ``xl`` 1.44 against 1.35x stock's time per step over 30 steps
-        (``docs/benchmark-host.md``)."""
+        step, so it allocates ahead and the following steps only slice: ``2 n + 64``, so
+        that a sentence of up to 64 tokens computes each table once, at its first step,
+        and a longer one a logarithmic number of times (``docs/decisions.md``, "Decoding
+        steps")."""
         return 2 * n + 64 if self.incremental else n
 
     def window(self, owner: Hashable, what: str, lo: int, hi: int,

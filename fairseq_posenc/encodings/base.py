@@ -75,7 +75,7 @@ class DistanceRows:
         columns of the tables, so the rows are plain products with those columns, nothing
         to read by distance. Beam search is bound by kernel launches, and the products
         gathered by distance (:meth:`PositionEncoding.logit_bias`) launch more
-        (``docs/benchmark-host.md``)."""
+        (``docs/decisions.md``, "Decoding steps")."""
         k_len = k.size(2)
         start = -q_offset - self.r_lo  # the column of key 0
         x_q, a_q = self.query
@@ -416,11 +416,9 @@ def read_rows(table: Tensor, positions: Tensor) -> Tensor:
     """``table[h, positions[b, t]]``: ``(B, H, T, d)`` from an ``(H, n, d)`` table and
     ``(B, T)`` positions, as one-hot rows times the table.
 
-    Exact (one non-zero product per output), and its backward is one matrix product.
-    Indexing (``table[:, positions]``) in every layer, whose backward is an accumulating
-    ``index_put``, made DIET-ABS's training step 1.62x stock's on an H100 (fp16, 256 x 128
-    tokens); read once per forward this way, 1.13 (the bias path: 1.12;
-    ``docs/benchmark-gpu-runs/low-rank-variants.json``)."""
+    Exact (one non-zero product per output), and its backward is one matrix product where
+    indexing's (``table[:, positions]``) is an accumulating ``index_put``
+    (``docs/decisions.md``, "Low-rank operands read once per forward")."""
     heads, n, d = table.shape
     batch, length = positions.shape
     one_hot = F.one_hot(positions.to(table.device), n).to(table.dtype)  # (B, T, n)

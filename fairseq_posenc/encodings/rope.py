@@ -126,9 +126,9 @@ class Rope(PositionEncoding):
         if q.size(-2) == 1 and self.kernel == "auto":
             # A decoding step: every row at one position, so the rotation is one matrix
             # product per tensor, the queries' with the scale folded in (no kernel of its
-            # own). Beam search is bound by the host's work per layer; the complex product
-            # took 3 kernels per tensor in half precision (a float32 copy, the product, a
-            # cast back) and several views.
+            # own). Beam search is bound by the host's work per layer, and the complex
+            # product launches 3 kernels per tensor in half precision (a float32 copy, the
+            # product, a cast back) (docs/decisions.md, "RoPE's rotation").
             return (torch.matmul(q, self._step_matrix(q_offset, q.dtype, q_scale, ctx)),
                     torch.matmul(k, self._step_matrix(q_offset, q.dtype, 1.0, ctx)))
         if q_scale != 1.0:

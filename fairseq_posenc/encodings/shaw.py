@@ -101,9 +101,8 @@ class Shaw(PositionEncoding):
         q_len, k_len = probs.shape[-2:]
         if q_len == 1:
             # A decoding step: the probabilities times the value vector of each key's
-            # clipped distance, one product. With the sums by clipped distance below,
-            # beam-10 translation took 1.50x stock's time, with a scatter_add per step
-            # 1.26x (H100, fp16, 64 x 128 tokens).
+            # clipped distance, one product and no sums by clipped distance
+            # (docs/decisions.md, "Shaw's terms").
             _, value_rows = self.rows_by_key(q_offset, k_len, probs.dtype, ctx)
             return torch.matmul(probs, value_rows)
         idx = self._index(q_len, k_len, q_offset, ctx)

@@ -12,9 +12,9 @@ from typing import ContextManager
 import torch
 from torch import Tensor
 
-#: Dtypes in which ``"auto"`` uses a fused kernel; float32 keeps torch's path, where the
-#: position terms cost at most 1.04x stock's on an H100 (``scripts/benchmark.py``'s
-#: float32 runs, issue 12) and a Triton kernel would give up TF32-free exactness.
+#: Dtypes in which ``"auto"`` uses a fused kernel. float32 keeps torch's path: its position
+#: terms cost little there beside float32's own arithmetic, and torch's path keeps its
+#: products free of TF32 rounding (``docs/decisions.md``, "Half precision only").
 FUSED_DTYPES = frozenset({torch.float16, torch.bfloat16})
 
 

@@ -5,26 +5,19 @@
     posenc-kernels --encodings shaw --launch backward_dq=64,64,8,3   # another launch
     posenc-kernels --json out.json
 
-A kernel whose tiles need more than the 255 registers a thread may have keeps the rest in
-local memory: every spilled value is stored and loaded again through the cache inside the
-loop over key tiles, which costs more the more it happens; a kernel whose buffers exceed
-the shared memory a multiprocessor has (227 KB on an H100) does not launch. Neither needs
-a GPU to find out. Triton compiles for a target named by its architecture (``sm_90``: the
-H100 and H200) with the ``ptxas`` it ships, on any machine, and ``cuobjdump``, also
-shipped, reads a binary's registers per thread and stack frame (where spills go); the
-machine code's local loads and stores (``LDL``, ``STL``) count the spill instructions.
+Triton compiles for a target named by its architecture (``sm_90``: H100, H200) with the
+``ptxas`` it ships, on any machine; ``cuobjdump``, also shipped, reads a binary's registers
+per thread and stack frame, and its local stores and loads (``STL``, ``LDL``) count the
+spills: what does not fit a thread's 255 registers, stored and loaded through the cache
+inside the loop over key tiles. A kernel whose buffers exceed a multiprocessor's shared
+memory does not launch. Neither needs a GPU to find out.
 
-Which kernels, with which arguments: each encoding's model (one layer per stack, the base
-model's width, 512, and heads, 8) takes one training step's forward and backward on CPU
-with every layer on its fused path, and each kernel launch compiles for the target
-instead of running (:func:`compiling_for`); so the list is what training compiles, the
-same variants, not a list kept by hand. The outputs are then uninitialized memory, which
-nothing here reads. Decoding steps do not launch the fused kernels (a single query takes
-the explicit path).
-
-This is what the compiler makes of the kernels, not their speed: a kernel without spills
-can still be slow, and the numbers belong to one Triton release (the lent GPUs have 3.6,
-with torch 2.11; ``requirements-test.txt`` pins 3.9). ``docs/kernels/compiled-sm90.md``.
+The kernels are those that one training step of each encoding's model launches (one layer
+per stack, the base model's width and heads, every layer on its fused path), each launch
+compiling for the target instead of running (:func:`compiling_for`; the outputs are then
+uninitialized memory, which nothing reads): the variants training uses, not a list kept by
+hand. Decoding steps launch no fused kernel. The figures are what one Triton release makes
+of the kernels, not their speed (``docs/kernels/compiled-sm90.md``).
 """
 
 from __future__ import annotations

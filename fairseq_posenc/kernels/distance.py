@@ -1,71 +1,27 @@
-"""Fused attention with a content-free term by distance, and that term's gradient.
+"""Fused attention with a term read by distance, and that term's gradient, in Triton.
 
-``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` for one per-head table ``b``
-over a range of distances (a ``DISTANCE_BIAS``: T5, DIET-REL, AT5, TUPE-R's buckets, the
-encoder's ALiBi), or ``softmax((q k^T) * b[h, j - (q_offset + i)] + mask) v`` with ``b`` a
-factor (``factor=True``, a ``DISTANCE_SCALE``: Huang et al.'s methods 1 and 2), or with
-``b`` a table per query row read by clipped distance and the probabilities also summed by
-clipped distance (:func:`clipped_relative_attention`: Shaw et al.'s key and value terms),
-or with tables per query row and per key column that are products of the content and a
-vector per distance, every distance its own column (:func:`distance_rows_attention`:
-Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s method 4), as FlashAttention-2 (Dao
-2023, Algorithms 1-2) computes softmax attention: tiles of queries and keys in on-chip
-memory, an online softmax, and the backward recomputing the
-probabilities from the log-sum-exp of each row. The bias is read from the table inside
-the tile (``H x R`` numbers, cached), so no ``len x len`` tensor is written in either
-direction; padding is a ``(B, k_len)`` mask and causality a comparison, not float masks.
+``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` (``q`` arrives scaled), for:
 
-The table's gradient, ``dL/db[h, r] = sum over b, i, j with j - i = r of dS[b, h, i, j]``
-(``dS = P * (dP - rowsum(dO * O))``, the gradient of the logits; times ``q_i.k_j`` for a
-factor, whose ``dS * b`` is then the gradient of ``q k^T``), is what a fused kernel
-without it lacks: ``scaled_dot_product_attention`` with a learned ``(B, H, T, T)`` bias
-writes that tensor's gradient and sums it over the batch, 2.7-2.8 ms per call against
-0.69 ms with a padding mask (H100, B=64, T=512, ``docs/benchmark-gpu-runs``). Here each
-``BLOCK x BLOCK`` tile of ``dS`` is summed along its diagonals where it is made (a
-``tl.gather`` that skews the rows, then a column sum: ``2 BLOCK - 1`` distances). A block
-of queries meets the key tiles in order, and the upper half of one tile's diagonals are
-the lower half of the next one's, so it carries them and stores each distance once into
-its own row of a ``(B * H * query blocks, R)`` float32 buffer, summed afterwards: no
-atomic adds, and the same bits from run to run (atomic adds, in an earlier version, made
-the gradient reproducible only up to rounding order). A table per row has its gradient
-summed by clipped distance row by row (:func:`_clipped_sums`: inside the clip range one
-key per distance, a gather; its two ends masked sums). Tables per row that cover every
-distance have one pair per entry: the gradient is ``dS`` itself, stored where the pair
-read it (a ``B x H x len x R`` tensor, like the tables, which are made from their ``d``-wide
-factors in the forward and again in the backward, never kept); on an H100 that took a
-Transformer-XL training step from 1.35-1.83x stock's (the bias and its gradient as
-``len x len`` tensors) to 1.20-1.25x (``docs/benchmark-gpu.md``). In bidirectional
-attention they are made in bands of :data:`ROW_BAND` rows, each over the ``k_len +
-ROW_BAND - 1`` distances its rows meet rather than all ``q_len + k_len - 1``
-(:class:`_RowTables`), about half the bytes of every pass over them. With ``in_tile`` the
-rows are instead made inside each tile from ``x`` and the distances' columns of ``A`` that
-the tile spans, a ``BLOCK x 2 BLOCK`` product skewed by a gather (:func:`_rows_in_tile`,
-:func:`_key_rows_in_tile`), so that only their gradients are ``B x H x len x R`` tensors;
-not yet timed on a GPU, and off by default (:data:`ROWS_IN_TILE`).
+* :func:`distance_attention` -- one table per head (or for all) over a range of distances,
+  a summand (``DISTANCE_BIAS``: T5, DIET-REL, AT5, TUPE-R's buckets, the encoder's ALiBi)
+  or, with ``factor``, a factor of ``q_i.k_j`` (``DISTANCE_SCALE``: Huang et al. 1 and 2);
+* :func:`clipped_relative_attention` -- a table per query row read by clipped distance, and
+  the probabilities summed by clipped distance (Shaw et al.'s key and value terms);
+* :func:`distance_rows_attention` -- tables per query row and key column that are products
+  ``x A``, one column per distance (Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s
+  method 4): tensors, in bands of :data:`ROW_BAND` rows where bidirectional, or made in
+  each tile with ``in_tile`` (off by default: :data:`ROWS_IN_TILE`).
 
-Deviations from FlashAttention-2 that the position terms need: the queries arrive scaled
-(``scale = 1``); queries and keys may carry extra dimensions (a concatenated low-rank term,
-``d_qk != d_v``); a query whose every key is masked gets zeros, as from the fused kernels
-of ``scaled_dot_product_attention``, not NaN.
-
-Attention dropout (``dropout_p``), as FlashAttention does it: the probabilities are
-dropped after the softmax's sum (``l_i`` counts every key), the kept ones scaled by ``1 /
-(1 - p)``, with a mask drawn inside each tile from a seed and the pair's position
-(:func:`_kept`, Philox), which the backward kernels draw again rather than store: ``dV =
-(P o Z)^T dO``, ``dP = (dO V^T) o Z`` (with Shaw's value term ``(dO V^T + dHist) o Z``,
-``dHist`` the gradient of the dropped probabilities' sums by distance read back per pair),
-and ``rowsum(P o dP)`` stays ``rowsum(dO o O)`` (plus ``rowsum(hist o dHist)`` for Shaw)
-because ``O`` and the sums are made from the dropped probabilities. fairseq drops with
-``F.dropout`` (torch's stream), so the masks differ from the explicit path's, not their
-distribution (each pair kept with probability ``1 - p``, independently);
-:func:`dropout_keep` writes a mask out, which is how the tests and the self-check compare
-the kernels with the softmax written out. The recipes in ``examples/wmt`` train with
-``--attention-dropout 0.1``: without it in the kernel their distance terms would leave it
-for ``(B, H, T, T)`` tensors.
-
-Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
-set before this module is imported), which is how ``tests/test_distance_kernel.py``
-checks it against a naive softmax where CI has no GPU.
+As FlashAttention-2 (Dao 2023, Algorithms 1-2): tiles of queries and keys on chip, an online
+softmax, the backward recomputing the probabilities from each row's log-sum-exp. The term is
+read inside the tiles, padding is a ``(B, k_len)`` mask, causality a comparison: no ``len x
+len`` tensor either way. ``dL/db[h, r] = sum_{j - i = r} dS[b, h, i, j]`` is summed along
+each tile's diagonals and stored once per distance and query block, without atomic adds:
+the same bits every run. Attention dropout is a Philox mask drawn in the tiles from a seed
+and each pair's position, and drawn again in the backward (:func:`dropout_keep`). Beyond
+FlashAttention-2: extra q.k dimensions (``d_qk != d_v``); a query with no key gets zeros.
+Compiled on CUDA, or in Triton's interpreter (``TRITON_INTERPRET=1`` before import), as in
+``tests/test_distance_kernel.py``. ``docs/architecture.md``, ``docs/decisions.md``.
 """
 
 from __future__ import annotations
@@ -272,8 +228,8 @@ if triton is not None:
         """Pair ``(i, j)``'s entry of its query row's table: ``j - i - R_LO``, or in bands
         of ``BAND`` rows ``j + BAND - 1 - t % BAND`` (``t = i - Q_OFFSET``, the row's
         index; :func:`_band_windows`), written so that Triton sees the addresses run
-        along the keys (a clamp would hide it, and uncoalesced stores made the dQ kernel
-        4x slower on an H100)."""
+        along the keys: a clamp would hide it, and the dQ kernel's stores would not
+        coalesce (``docs/decisions.md``, "Tables per row by distance")."""
         if BAND > 0:
             start = table_row + (BAND - 1) - ((i_abs - Q_OFFSET) % BAND)[:, None]
         else:
@@ -639,7 +595,7 @@ class Tiles:
     num_stages: int = 3
 
 
-#: The three kernels' launches (chosen on an H100, ``docs/benchmark-gpu-runs``). The dQ
+#: The three kernels' launches (``docs/decisions.md``, "Launch configuration"). The dQ
 #: kernel's tiles are square (its diagonal sums); Shaw's rows must fit ``FORWARD.block_n``
 #: and ``BACKWARD_DQ.block_n`` (:func:`clipped_rows_fit`).
 FORWARD = Tiles(64, 64)
@@ -648,9 +604,9 @@ BACKWARD_DQ = Tiles(64, 64)
 
 
 #: What :func:`distance_rows_attention` does by default (``in_tile=None``), and so what the
-#: attention runs for ``xl`` and ``huang4``: False, their rows as tensors, until the
-#: rows made in the tiles are timed on a GPU (``docs/benchmark-gpu-runs/pending.sh``, whose
-#: ``rows-train`` stage sets it to time training steps both ways).
+#: attention runs for ``xl`` and ``huang4``: False, their rows as tensors. The rows made in
+#: the tiles are off by default (``docs/decisions.md``, "Rows made in the tiles");
+#: ``docs/benchmark-gpu-runs/pending.sh``'s ``rows-train`` stage sets this to time both.
 ROWS_IN_TILE = False
 
 
@@ -660,8 +616,9 @@ ROWS_IN_TILE = False
 #: ROW_BAND - 1`` columns (rounded up to 16) where one table over the attention's
 #: distances has ``q_len + k_len - 1``, about half as many in the encoder, so about half
 #: the memory traffic in making them, zeroing and storing their gradient and multiplying
-#: it back. Bidirectional attention only: a causal band meets fewer distances the earlier
-#: it is (ragged), and a causal table already has only ``k_len``. 0: one table.
+#: it back. Bidirectional attention only: a causal band meets fewer distances the nearer
+#: it is to the start (ragged), and a causal table already has only ``k_len``. 0: one
+#: table (``docs/decisions.md``, "Tables per row by distance").
 ROW_BAND = 16
 
 

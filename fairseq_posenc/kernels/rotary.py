@@ -6,11 +6,10 @@
 :func:`fairseq_posenc.encodings.rope.rotate_pairs` computes this as a complex64 product,
 so half-precision q and k are cast to float32, multiplied and cast back: three passes
 and two float32 copies of each, in the forward and again in the backward
-(``aten::_to_copy`` took 12.5 ms of 134 ms of GPU time in two RoPE training steps, H100,
-fp16, 256 x 128 tokens; ``docs/benchmark-gpu-runs/profile-rope.txt``). Here one pass reads
-``x`` in its dtype, rotates each pair in float32 with the same float32 ``cos``/``sin``,
-and writes ``x``'s dtype: the same products and sums, rounded once to the output dtype, as
-the complex path. The backward is the inverse rotation (the transpose: ``-sin``) of the
+(``docs/decisions.md``, "RoPE's rotation"). Here one pass reads ``x`` in its dtype and
+layout, rotates each pair in float32 with the same float32 ``cos``/``sin``, and writes
+``x``'s dtype: the same products and sums, rounded once to the output dtype, as the
+complex path. The backward is the inverse rotation (the transpose: ``-sin``) of the
 gradient, by the same kernel.
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``

@@ -2,26 +2,22 @@
 
 Triton compiles a kernel for the GPU and the Triton release at hand, and the tests can
 only vouch for the ones they ran on. So before an ``"auto"`` choice uses a fused kernel on
-a device and dtype, the kernel runs once on a small problem there and is compared with the
-path it replaces, outputs and gradients, in float32:
+a device and dtype, :func:`verified` runs it once per process on a small problem there and
+compares it with the path it replaces, outputs and gradients, in float32, within
+:data:`TOLERANCE` of the largest reference value. One check per family (:data:`CHECKS`),
+run where a model first uses the family, with the variants its training compiles, so the
+check costs little more than the compilation the first training step does anyway:
 
-* ``"distance"``, ``"distance_factor"``, ``"clipped"`` -- 2 sentences, 2 heads, 80
-  tokens (two tiles, the last one partial), padding, with and without the causal mask: a
-  table per head as a summand at head dimensions 64 and 128 (with a concatenated low-rank
-  term), as a factor at 64, and Shaw's terms by clipped distance (``k = 16``, keys and
-  values), and ``"rows"``: Transformer-XL's query-side and Huang et al.'s query- and
-  key-side products read at every distance; against the softmax written out in float32.
-  Each family is checked where a
-  model first uses it, with the variants its training compiles, so the check costs
-  little more than the compilation the first training step would do anyway. With
-  attention dropout a family compiles other kernels, checked as ``"<family> dropout"``
-  (``p = 0.1``): the reference drops the probabilities where the kernels' mask
-  (:func:`~fairseq_posenc.kernels.distance.dropout_keep`) does.
-* ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64; against the complex64
-  rotation.
+* ``"distance"``, ``"distance_factor"``, ``"clipped"``, ``"rows"`` -- 2 sentences, 2 heads,
+  80 tokens (two tiles, the last partial), padding, bidirectional and causal, against the
+  softmax written out: a table per head as a summand (head dimensions 64 and 128) or a
+  factor, Shaw's terms (``k = 16``), the content terms by distance on both sides;
+  ``"<family> dropout"`` the same with ``p = 0.1`` and the kernels' own mask
+  (:func:`~fairseq_posenc.kernels.distance.dropout_keep`);
+* ``"rotary"`` -- 2 x 2 x 80 positions, head dimension 64, against the complex64 rotation.
 
 A failure to compile or a wrong number is a warning and the replaced path for the rest of
-the process, not a crashed or silently wrong training run.
+the process (:data:`FALLBACKS`), not a crashed or silently wrong training run.
 """
 
 from __future__ import annotations
