@@ -4,8 +4,9 @@ torch >= 2.6 loads with ``weights_only=True``; fairseq 0.12 calls ``torch.load``
 the argument and its checkpoints pickle a few non-tensor objects, so ``fairseq-generate``
 fails with ``Unsupported global: GLOBAL argparse.Namespace``. fairseq imports ``--user-dir``
 before it loads a model, so the plugin registers exactly the globals fairseq's own
-checkpoints need (FAIRSEQ_NOTES.md lists where each was measured) and nothing else; the
-protection stays on for everything else (unlike ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``).
+checkpoints need (``docs/fairseq-notes.md`` says which kind of checkpoint needs each) and
+nothing else; the protection stays on for everything else (unlike
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``).
 
 Every ``transformer_posenc`` state dict carries its ``--pos-encoding`` as a small float
 tensor (floats so that checkpoint averaging leaves it unchanged), so that a checkpoint of

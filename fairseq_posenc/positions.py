@@ -1,6 +1,6 @@
 """Shared position machinery: relative distances, T5 buckets, per-distance tables.
 
-Pure tensor functions (no fairseq). Conventions, as in ``SPEC.md``:
+Pure tensor functions (no fairseq). Conventions (``docs/conventions.md``):
 
 * ``i`` is the query position, ``j`` the key position, and the relative distance is
   ``r = j - i`` (tensor2tensor, HF T5, the TUPE and AT5 code). Papers that write
@@ -49,7 +49,7 @@ def gather_absolute_pairs(table: Tensor, positions: Tensor, q_offset: int) -> Te
     Returns ``(B, H, q_len, k_len)``.
 
     One ``gather`` over the flattened table (broadcast over the batch, not copied): its
-    backward is a ``scatter_add``, 2-3x faster on CPU than the accumulating ``index_put``
+    backward is a ``scatter_add``, cheaper on CPU than the accumulating ``index_put``
     that indexing with two index tensors (``table[:, q_pos, k_pos]``) gives."""
     heads, n = table.size(0), table.size(-1)
     batch, k_len = positions.shape
@@ -109,8 +109,8 @@ def expand_distance_bias(
     Row ``i`` reads ``k_len`` consecutive distances ``-(q_offset + i) .. k_len - 1 - q_offset
     - i``, so the rows are overlapping windows of the table: ``unfold`` makes them a view,
     one copy (the flip that orders them by ``i``) materializes the bias, and the backward
-    is ``unfold``'s summing kernel. A gather here took 5-12x longer forward, and its
-    backward (an accumulating ``index_put``) twice as long (``H = 8``, 30-120 tokens, CPU).
+    is ``unfold``'s summing kernel. A gather would be slower forward, and its backward
+    (an accumulating ``index_put``) slower still.
     """
     start = -(q_offset + q_len - 1) - r_lo  # the table entry of row q_len - 1, key 0
     if q_len == 1:  # one decoding step: a slice
@@ -127,8 +127,8 @@ def sum_by_clipped_distance(x: Tensor, index: Tensor, q_offset: int, r_lo: int,
 
     Two ways to the same sums, by device. On CUDA :func:`sum_by_masks`: ``scatter_add``'s
     atomic adds serialize where most keys of a row share one of the two clipped rows
-    (Shaw's ``k = 16`` at 512 tokens: about 480 keys per row), which made Shaw's training
-    step about 10x stock's on an H100. Elsewhere ``scatter_add`` along ``index``: one pass
+    (Shaw's ``k = 16`` at 512 tokens: about 480 keys per row), so on a GPU they would
+    dominate Shaw's training step. Elsewhere ``scatter_add`` along ``index``: one pass
     over ``x``, where the masked sums take five (``docs/benchmark-cpu-runs/``)."""
     if x.is_cuda:
         return sum_by_masks(x, q_offset, r_lo, r_hi)

@@ -30,8 +30,8 @@ declarative sentences of the same grammar, extended until it reaches its drawn l
 So every German rule above holds in each part, and the English words, the constructions
 inside each part and their translations are those of the training data; only the length
 and the chaining are new. The long split has its own random stream (derived from --seed),
-so train/valid/test are the same with or without it, and byte-identical to those of
-earlier versions of this script for the same arguments.
+so train/valid/test are the same, byte for byte, with or without it
+(tests/test_toy_corpus.py pins them by hash).
 
     python scripts/make_toy_corpus.py --out data/demo/raw --train 20000
     python scripts/make_toy_corpus.py --out data/demo/raw --test-long 200 --long-min-len 40

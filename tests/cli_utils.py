@@ -154,7 +154,7 @@ def generate_flags(data_dir: str | os.PathLike, checkpoint: str | os.PathLike,
     """``fairseq-generate`` flags: beam 10, lenpen 0.6 over the whole test set.
 
     ``required_batch_size_multiple=None`` keeps fairseq's default (8), which silently
-    drops the last batch when its size is not a multiple of 8 (FAIRSEQ_NOTES.md).
+    drops the last batch when its size is not a multiple of 8 (docs/fairseq-notes.md).
     """
     multiple = ([] if required_batch_size_multiple is None
                 else ["--required-batch-size-multiple", str(required_batch_size_multiple)])
@@ -292,7 +292,7 @@ def train_distributed(jobs: Sequence[tuple[str, list[str]]], log_dir: str | os.P
                       ) -> list[tuple[int, dict[str, str]]]:
     """Run ``jobs`` (``(name, fairseq-train args)``) one after another, each on
     ``world_size`` CPU processes (gloo, started by hand: the only multi-process recipe that
-    works on CPU with fairseq 0.12, FAIRSEQ_NOTES.md). ``distributed_worker.py`` runs all
+    works on CPU with fairseq 0.12, docs/fairseq-notes.md). ``distributed_worker.py`` runs all
     jobs of a rank in one process, so the processes start once.
 
     Returns, per rank, the exit code and each job's output (``{name: log}``); kills every

@@ -3,7 +3,7 @@
 ``python distributed_worker.py JOBS.json RANK`` where the file holds ``{"world_size": N,
 "port": P, "jobs": [[name, [fairseq-train args...]], ...]}``. Each job is fairseq-train's
 own ``main`` under ``distributed_utils.call_main`` with the CPU multi-process flags of
-FAIRSEQ_NOTES.md, exactly what the console script does, but the interpreter, fairseq's
+docs/fairseq-notes.md, exactly what the console script does, but the interpreter, fairseq's
 import and the process group are paid for once instead of once per job (fairseq
 reuses an initialized process group). Every job's output starts with ``=== JOB name``.
 """

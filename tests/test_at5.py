@@ -35,7 +35,7 @@ def naive_mlp(mlp, h: int, x: float) -> float:
 
 
 def naive_at5_bias(enc, h: int, r: int, max_len: int) -> float:
-    """Eqs. (17)-(20) with r = 0 on the r <= 0 side (SPEC.md, the authors' code)."""
+    """Eqs. (17)-(20) with r = 0 on the r <= 0 side (docs/conventions.md, the authors' code)."""
     if r > 0:  # b_+(l) = 1 - exp(-l A max(0, gamma_+)), A = 1/L
         return naive_mlp(enc.g_pos, h, 1 - math.exp(-r * max(0.0, float(enc.alpha[h])) / max_len))
     return naive_mlp(enc.g_neg, h, 1 - math.exp(r * max(0.0, float(enc.beta[h])) / max_len))

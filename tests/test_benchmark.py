@@ -99,7 +99,7 @@ def test_markdown_table(quick):
         estimate = models[name]["from_parts"]
         assert cells[name][5] == f"{estimate['train']:.3f} / {estimate['translate']:.3f}"
         assert models[name]["from_parts_of"] == parts
-    # targets: PASS/FAIL against the issue's limits
+    # targets: PASS/FAIL against the targets' limits
     assert "train <= 1.03" in cells["sinusoidal"][6] and "transl <= 1.03" in cells["sinusoidal"][6]
     assert "train <= 1.05" in cells["diet_rel"][6]
     assert "Targets failed" in md and "Command: `" in md

@@ -17,7 +17,8 @@ def test_calls_time_only_the_kinds_asked_and_a_model_out_of_memory_is_left_out(
         tmp_path, monkeypatch):
     """``--calls train``: no forward or translate timings, ratios None in the flat records;
     a model whose warm-up runs out of device memory is dropped from the timings, listed
-    in the result, the table and the flat records (huang3 at 512 x 32k tokens on an H100)."""
+    in the result, the table and the flat records (as huang3 can be at 512 tokens in
+    batches of 32k tokens on a GPU)."""
     real = levels.measure_memory
 
     def measure(call, device, shapes, track=True):
@@ -54,7 +55,7 @@ def test_calls_time_only_the_kinds_asked_and_a_model_out_of_memory_is_left_out(
 
 
 def test_gpu_runs_are_judged_by_the_gpu_targets():
-    """Issue 12's GPU targets, with a limit on the training step's peak memory."""
+    """The GPU targets, with a limit on the training step's peak memory."""
     from fairseq_posenc.benchmark import settings, targets
     assert settings.targets_for("cuda")["shaw"] == (1.13, 1.20)
     assert settings.targets_for("cpu")["shaw"] == benchmark.TARGETS["shaw"]

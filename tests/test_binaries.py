@@ -43,8 +43,8 @@ def _weights_only_protection_on():
 
 @pytest.fixture(scope="module", autouse=True)
 def _one_torch_thread():
-    """Tiny models gain nothing from intra-op threads; on a busy 2-core machine two
-    threads made a 7-update training run 20-30x slower (measured: 21-33 s against 1 s)."""
+    """Tiny models gain nothing from intra-op threads, and on a busy 2-core machine two
+    threads make a short training run many times slower."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -239,7 +239,7 @@ def test_console_generate_needs_user_dir(data, trained):
 
 def test_console_generate_without_user_dir_unsafe_load(data, trained):
     """With the weights_only protection turned off, fairseq fails to find the model and
-    reports it with a misleading IndexError (FAIRSEQ_NOTES.md)."""
+    reports it with a misleading IndexError (docs/fairseq-notes.md)."""
     checkpoint = trained("t5") / "checkpoint_last.pt"
     bad = cu.run_script("fairseq-generate", cu.generate_flags(data.bin, checkpoint, user_dir=False),
                         env={"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})

@@ -1,8 +1,8 @@
 """Each encoding's attention against a naive loop written from the paper's formula.
 
-The references below index tables by ``r = j - i`` (SPEC.md) and loop over batch, head,
-query and key in plain Python; they share nothing with the code under test but the
-parameter tensors. float64, tolerance 1e-9.
+The references below index tables by ``r = j - i`` (docs/conventions.md) and loop over
+batch, head, query and key in plain Python; they share nothing with the code under test
+but the parameter tensors. float64, tolerance 1e-9.
 """
 
 from __future__ import annotations
@@ -459,7 +459,7 @@ def test_input_position_term(encoding):
 
 @pytest.mark.parametrize("encoding", ["huang1", "huang2"])
 def test_huang_factors_start_at_one(encoding):
-    """Multiplicative methods start from plain attention (SPEC.md: start a at 1)."""
+    """Multiplicative methods start from plain attention (docs/conventions.md: start a at 1)."""
     from fairseq_posenc.encodings import get_encoding
     from model_utils import encoding_args
 

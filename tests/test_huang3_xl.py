@@ -47,7 +47,7 @@ def test_huang3_attention(causal, clip_k):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_huang3_starts_as_standard_attention(causal):
-    """a starts at 1 (SPEC.md: multiplicative methods start from plain attention)."""
+    """a starts at 1 (docs/conventions.md: multiplicative methods start from plain attention)."""
     enc = get_encoding("huang3").build(encoding_args(), num_heads=2, head_dim=4, causal=causal,
                                        max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())

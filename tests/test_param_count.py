@@ -1,7 +1,7 @@
 """scripts/param_count.py against the closed-form counts of Huang et al. 2020, Table 1,
-and SPEC.md, written per stack: ``L`` layers, ``H`` heads, head dimension ``d``, ``n``
-positions (source and target differ here, to catch a mix-up), causal decoders keeping the
-``j <= i`` half of relative tables."""
+and docs/conventions.md ("Parameter counts"), written per stack: ``L`` layers, ``H``
+heads, head dimension ``d``, ``n`` positions (source and target differ here, to catch a
+mix-up), causal decoders keeping the ``j <= i`` half of relative tables."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""scripts/make_toy_corpus.py: the test_long split (length extrapolation) and the old splits.
+"""scripts/make_toy_corpus.py: the test_long split (length extrapolation) and the other splits.
 
-The hashes below are sha256 sums of the files written by make_toy_corpus.py as it was
-before ``--test-long`` existed (commit 0a5cc6f), for the demo's arguments and for a second,
-smaller set. With or without ``--test-long`` the script must still write exactly those
-files: corpora built earlier (and the demo's stamp-checked data) stay valid.
+The hashes below are sha256 sums of the files make_toy_corpus.py writes without
+``--test-long`` (taken at commit 0a5cc6f), for the demo's arguments and for a second,
+smaller set. With or without ``--test-long`` the script must write exactly those files, so
+that corpora already built (and the demo's stamp-checked data) stay valid.
 """
 
 from __future__ import annotations

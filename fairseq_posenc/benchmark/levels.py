@@ -214,9 +214,9 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     # Adam over the layers timed (first, first two) with their encodings' parameters, its
     # state allocated untimed as at the model level: on CPU (for-loop Adam) the step over
     # an encoding's own parameters costs as much as a layer's forward. Learning rate 0:
-    # the step does the same arithmetic, and the parameters stay put. Hundreds of steps on
-    # the same batch at 1e-5 made stock's two layers (the most stepped) 2.5x slower after
-    # about 550 steps, in the first run of this level.
+    # the step does the same arithmetic, and the parameters stay put, where hundreds of
+    # steps on the same batch at a nonzero rate drift them and slow the layers stepped
+    # most (stock's two) as the run goes on.
     optimizers = {}
     for name in layers:
         for depth in (1, 2):

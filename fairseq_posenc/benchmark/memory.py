@@ -95,8 +95,8 @@ def measure_memory(call: Callable[[], Any], device: torch.device,
 
     ``track=False`` (CUDA only): the peak alone, without the dispatch tracker. Beam search
     runs tens of thousands of small operators, and the tracker's Python per operator
-    made the warm-up of a 128-token translation take seconds per model on an H100; the
-    largest-tensor check is then left to the CPU benchmark (``largest_numel`` 0)."""
+    would dominate the warm-up of a long translation on a GPU; the largest-tensor check
+    is then left to the CPU benchmark (``largest_numel`` 0)."""
     if not track and device.type != "cuda":
         raise ValueError("without the tracker only CUDA measures a peak")
     sync(device)

@@ -1,13 +1,13 @@
 """Several runs as one report: ``docs/benchmark-gpu.json`` and ``docs/benchmark-gpu.md``.
 
-A GPU lease allows about ten minutes per command, so the issue-12 configuration (base
-model, fp16 and bf16, 128 and 512 tokens, training and beam-10 translation) is measured
-in several runs, each timing stock itself (its ratios are valid alone). ``posenc-benchmark
---merge RUN.json ...`` combines their flat records (:func:`merge_flat`): one record per
-(encoding, size, length, dtype), a later run's measured values replacing an earlier
-one's (a re-measure after a fix), values a run did not time (``None``, ``--calls``)
-leaving the earlier ones. The Markdown leads with one row per encoding against the GPU
-targets (:func:`gpu_summary_table`), then every run's own report.
+The GPU configuration (``settings.CUDA_DEFAULTS``: base model, fp16 and bf16, 128 and 512
+tokens, training and beam-10 translation) is too long for one command on a time-limited GPU
+machine, so it is measured in several runs, each timing stock itself (its ratios are valid
+alone). ``posenc-benchmark --merge RUN.json ...`` combines their flat records
+(:func:`merge_flat`): one record per (encoding, size, length, dtype), a later run's measured
+values replacing an earlier one's (a re-measure after a fix), values a run did not time
+(``None``, ``--calls``) leaving the earlier ones. The Markdown leads with one row per
+encoding against the GPU targets (:func:`gpu_summary_table`), then every run's own report.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ TARGETS: dict[str, tuple[float, float]] = {
     "tupe_r": (1.05, 1.10),
     "rope": (1.05, 1.05),
 }
-#: On a GPU, in half precision at the issue's configuration (issue 12): (train, translate)
+#: The GPU targets, in half precision at :data:`CUDA_DEFAULTS`: (train, translate)
 #: limits. The input encodings keep stock's layers, as on CPU.
 CUDA_TARGETS: dict[str, tuple[float, float]] = {
     **{name: (1.03, 1.03) for name in ("sinusoidal", "learned", "none")},
@@ -58,7 +58,7 @@ CUDA_TARGETS: dict[str, tuple[float, float]] = {
     "xl": (1.20, 1.20),
     **{name: (1.30, 1.30) for name in ("huang1", "huang2", "huang4")},
 }
-#: On a GPU: the limit on a training step's peak memory over stock's (issue 12); Huang's
+#: On a GPU: the limit on a training step's peak memory over stock's; Huang's
 #: methods 1, 2, 4 get 1.3 and method 3 none (its documented ``len^2 x d_h`` cost).
 CUDA_MEMORY_LIMIT = 1.05
 CUDA_MEMORY_LIMITS: dict[str, Optional[float]] = {
@@ -115,7 +115,7 @@ DEFAULTS: dict[str, Any] = {
     "vocab": 10000,
     "beam": 10,
 }
-#: On a GPU, the configuration people train in (issue 12): the base model, half precision,
+#: On a GPU, the configuration people train in: the base model, half precision,
 #: batches of 32k source tokens, 64 sentences translated, 128 and 512 tokens.
 CUDA_DEFAULTS: dict[str, Any] = {
     "sizes": ["base"],

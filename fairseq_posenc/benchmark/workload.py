@@ -182,8 +182,8 @@ def make_generator(model, d: Dictionary, beam: int, length: int,
                    half: bool = False) -> SequenceGenerator:
     # min_len = max_len = length: eos is forbidden before step `length` and forced at it,
     # so every model, whatever its random weights, decodes `length + 1` steps. In half
-    # precision that hit fairseq's `assert step < max_len` on an H100 (FAIRSEQ_NOTES.md);
-    # min_len = length - 2 ran, and random weights put eos among the beam's best within
+    # precision that can hit fairseq's `assert step < max_len` (docs/fairseq-notes.md), so
+    # min_len = length - 2 there, and random weights put eos among the beam's best within
     # those 2 steps with a probability of about beam / vocab per step.
     return SequenceGenerator([model], d, beam_size=beam, max_len_a=0, max_len_b=length,
                              min_len=length - 2 if half else length, len_penalty=0.6)

@@ -4,8 +4,9 @@
 ``2^(-8/H), 2^(-16/H), ...`` for ``H`` a power of two, and for other ``H`` the slopes of the
 nearest smaller power of two followed by every other slope of the next larger one (the
 authors' ``get_slopes``). The paper's decoder adds ``m_h (j - i)`` for ``j <= i``, which is the
-same number; in the encoder the penalty is symmetric (SPEC.md). No parameters; the bias is
-the same for every layer, so it is computed once per stack and forward.
+same number; in the encoder the penalty is symmetric (``docs/conventions.md``, "Masks and
+padding"). No parameters; the bias is the same for every layer, so it is computed once per
+stack and forward.
 
 In the causal decoder the bias is also exactly a rank-1 term over key positions: for
 ``j <= i``, ``-m_h (i - j) = m_h j - m_h i``, and ``-m_h i`` is the same for every key of a row,

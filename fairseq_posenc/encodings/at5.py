@@ -20,10 +20,10 @@ as in the authors' ``polynomial_score``; MT setting ``l1 = 32``, ``l2 = 4``
 (``--at5-l1-width``, ``--at5-l2-width``; ``--at5-nob-...`` likewise). The authors'
 initialisation: weights from a normal of std 0.1 truncated at 2 std, biases 0.1.
 
-Decisions and deviations (SPEC.md rows ``at5``, ``at5_nob`` and the AT5 bullet):
+Decisions and deviations (``docs/conventions.md``, "AT5"):
 
 * ``r = 0`` takes the ``r <= 0`` branch (``f = 0``, ``g_-``), as the authors' code
-  (``is_small = n <= 0``) and SPEC.md; eq. (17) puts ``l = 0`` in ``L+`` (``g_+``), which
+  (``is_small = n <= 0``); eq. (17) puts ``l = 0`` in ``L+`` (``g_+``), which
   would make the causal decoder's diagonal need the ``r > 0`` MLP.
 * The causal decoder only sees ``r <= 0``: its module owns ``beta`` and ``g_neg`` only (the
   authors create ``alpha`` and ``g_+`` there too; they never receive a gradient).

@@ -13,11 +13,12 @@ query positions and ``P_K: k x d_p`` one row per projected key. ``k`` = ``--diet
 Choices the paper leaves open, following Linformer's defaults where it has them:
 
 * ``E`` acts on the layer input ``X`` before ``W_K`` / ``W_V`` (eq. (4) writes ``(E X) W_K``),
-  one ``E`` per layer shared by all heads and by keys and values (SPEC.md: "``E`` projects
-  keys and values"; Linformer's "key-value sharing"). Its columns are indexed by the
-  position of each real token, padding contributes nothing, and a sequence shorter than
-  ``n`` uses the first columns: a left-padded source is projected exactly as the same source
-  alone. ``E`` starts Xavier-uniform with gain ``1/sqrt(2)``, as fairseq's Linformer example.
+  one ``E`` per layer shared by all heads and by keys and values (Linformer's "key-value
+  sharing"; ``docs/conventions.md``, "Sharing across layers and heads"). Its columns are
+  indexed by the position of each real token, padding contributes nothing, and a sequence
+  shorter than ``n`` uses the first columns: a left-padded source is projected exactly as
+  the same source alone. ``E`` starts Xavier-uniform with gain ``1/sqrt(2)``, as fairseq's
+  Linformer example.
 * ``P_Q``, ``P_K`` are shared as for ``diet_abs`` (``--diet-abs-lin-sharing``, default
   ``layer``); ``P_Q P_K^T`` is computed once per forward. They start as N(0, 0.02).
 

@@ -9,11 +9,11 @@ Sharing (``--diet-rel-sharing``, DIET section 5): ``none`` (default, the papers'
 recommendation for DIET-REL), ``layer`` (one set of per-head tables for all layers) or
 ``head`` (one table per layer used by every head).
 
-Deviations: the papers write ``R_{i-j}``; we index by ``r = j - i`` (SPEC.md), which
-relabels the same parameters. The causal decoder only ever sees ``r <= 0``, so its table
-has the ``n`` entries it can use instead of ``2n - 1`` (the other ``n - 1`` would never be
-trained). The per-head segment term ``E_S`` of eq. (3) is a separate option (segment
-attention). Tables start as N(0, 0.02) (BERT's initializer range).
+Deviations: the papers write ``R_{i-j}``; we index by ``r = j - i`` (``docs/conventions.md``,
+"Distance sign"), which relabels the same parameters. The causal decoder only ever sees
+``r <= 0``, so its table has the ``n`` entries it can use instead of ``2n - 1`` (the other
+``n - 1`` would never be trained). The per-head segment term ``E_S`` of eq. (3) is a
+separate option (segment attention). Tables start as N(0, 0.02) (BERT's initializer range).
 """
 
 from __future__ import annotations

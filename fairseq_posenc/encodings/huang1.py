@@ -4,7 +4,8 @@ Findings, method 1, eqs. 11-12).
 ``e_ij = (q_i.k_j) * a[l,h][|j - i|] / sqrt(d_h)``: one scalar per head, layer and absolute
 distance, ``n`` of them (``n`` = max positions), starting at 1 so that training begins from
 plain attention. The paper applies no clipping here; ``--huang1-clip K`` optionally clips
-``|j - i|`` at ``K`` (issue request: an optional clip for every Huang method).
+``|j - i|`` at ``K``, as every Huang method has an optional clip (``docs/conventions.md``,
+"Clipping and table ranges").
 
 A factor on the logits (``DISTANCE_SCALE``): the explicit attention path (logits
 materialised).

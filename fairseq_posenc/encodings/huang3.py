@@ -8,8 +8,8 @@ causal decoder keeps the ``n`` with ``j <= i``). The paper applies no clipping h
 
 It replaces the content logits (the ``content_logits`` hook; ``q`` arrives already scaled by
 ``1/sqrt(d_h)``). The paper states no initialisation; ``a`` starts at 1, as the scalar
-methods 1-2 do (SPEC.md), so that training begins from plain attention (the vector analogue
-of method 2's factor).
+methods 1-2 do (``docs/conventions.md``, "Multiplicative methods start at 1"), so that
+training begins from plain attention (the vector analogue of method 2's factor).
 
 Memory: the three-way product cannot be written as a matrix product, so each forward holds
 a ``(B, H, q_len, k_len, d_h)`` tensor (the gathered ``(H, q_len, k_len, d_h)`` table, and
