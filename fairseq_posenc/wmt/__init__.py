@@ -7,13 +7,13 @@ One command per dataset (:mod:`.cli`; ``posenc-prepare-wmt`` once installed)::
 
 downloads the training corpora (HTTP with resume, size and archive checks, sha256 recorded),
 extracts the needed files, tokenizes them with sacremoses, cleans them
-(length limits and length ratio), learns and applies joint BPE with subword-nmt (or a joint
+(each dataset's paper's rule), learns and applies joint BPE with subword-nmt (or a joint
 SentencePiece model), takes the validation and test sets from sacreBLEU, and binarizes
 everything with ``fairseq-preprocess --joined-dictionary``. Source language = en, target =
 de or cs; fairseq's translation task loads the other direction (de->en, cs->en) from the same
 files, so one preparation serves both directions.
 
-Datasets (corpus URLs and archive layouts: SPEC.md, "Training corpora"):
+Datasets (corpus URLs and archive layouts: examples/wmt/README.md, "Training corpora"):
 
 ============  ===========================================  ==============  ======================
 dataset       training corpora                             validation      test splits
@@ -53,7 +53,7 @@ The reverse directions use the same files: newstest2013-2018 hold the same sente
 sacreBLEU's en-X and X-en sets; the preparation checks this (manifest: ``reverse_identical``)
 and warns if it ever does not hold.
 
-Output (the contract with the training recipes, see README.md)::
+Output (the contract with the training recipes, see examples/wmt/README.md)::
 
     DIR/bin/                 fairseq-preprocess output, joined dictionary, en -> de|cs;
                              splits train, valid, test, test1, ...

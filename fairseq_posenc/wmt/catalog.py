@@ -2,9 +2,9 @@
 hashes, the member files inside them, each dataset's corpora, validation and test sets, and
 each paper's cleaning rule.
 
-Nothing here runs; :mod:`fairseq_posenc.wmt.pipeline` reads it. Corpus URLs and archive
-layouts: SPEC.md, "Training corpora"; why each dataset has these sets:
-examples/wmt/README.md and :mod:`fairseq_posenc.wmt`.
+Nothing here runs; :mod:`fairseq_posenc.wmt.pipeline` reads it. examples/wmt/README.md
+("Training corpora") lists these URLs and archive layouts for users; why each dataset has
+these sets: examples/wmt/README.md and :mod:`fairseq_posenc.wmt`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``build_fake_mirror(root)`` writes, under ``root/<host>/<path>`` (the layout ``prepare.py
 --mirror`` reads, the one ``wget -x`` makes), one small archive for every URL that
-the preparation (:mod:`fairseq_posenc.wmt`) downloads -- the training corpora of SPEC.md ("Training corpora") and the
+the preparation (:mod:`fairseq_posenc.wmt`) downloads -- the training corpora of
+:mod:`fairseq_posenc.wmt.catalog` (examples/wmt/README.md, "Training corpora") and the
 sacreBLEU test-set tarballs of wmt13, wmt14/full, wmt15, wmt16, wmt17, wmt18 -- with the real
 member names inside (``training/europarl-v7.de-en.de``, ``test/newstest2015-ende-src.en.sgm``
 in WMT's SGML, ...; the test-set member names are taken from sacreBLEU's own table, so they

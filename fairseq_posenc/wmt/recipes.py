@@ -5,7 +5,8 @@ our encoding match the paper's setting) and columns (a dataset, a direction, a t
 plus the training, decoding and scoring setup the paper states. Where a paper is silent,
 the choice is marked ``# not stated:`` with the reason for the value taken.
 
-Paper numbers are those of ``SPEC.md`` ("Reference numbers").
+Paper numbers are the papers' published ones; docs/conventions.md ("Reference numbers")
+says where each comes from.
 """
 
 from __future__ import annotations
