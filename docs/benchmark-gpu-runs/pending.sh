@@ -7,7 +7,7 @@
 #
 #   bash docs/benchmark-gpu-runs/pending.sh OUT STAGE [WAY ...]
 #
-#   tests      the GPU suite (README "Tests"), then the compiled kernels' accuracy
+#   tests      the GPU suite (README "Testing"), then the compiled kernels' accuracy
 #              (docs/kernels/accuracy-gpu.txt)
 #   dropout    training steps with the recipes' --attention-dropout 0.1, fp16, 128 and 512
 #              tokens, for the encodings the fused kernels run (their dropout is new)
@@ -27,7 +27,7 @@
 # come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
 # installed into a temporary directory on PYTHONPATH before this script runs. Outputs go
 # to OUT: logs, JSON and Markdown reports. Afterwards, here: `posenc-benchmark --merge`
-# the JSON into docs/benchmark-gpu.{md,json} and update the README's GPU table.
+# the JSON into docs/benchmark-gpu.{md,json} and update the GPU tables of docs/performance.md and the README.
 set -euo pipefail
 out="${1:?usage: pending.sh OUT STAGE}"
 stage="${2:?usage: pending.sh OUT STAGE}"

@@ -7,7 +7,7 @@ way), and made inside each tile (``in-tile``, ``in_tile=True``).
 
     python docs/benchmark-gpu-runs/rows_in_tile.py OUT.json [--reps 30]
 
-Shapes of the issue's batches (64 x 512 and 256 x 128 tokens, 8 heads, head dimension 64),
+Shapes of the GPU benchmark's training batches (64 x 512 and 256 x 128 tokens, 8 heads, head dimension 64),
 fp16 and bf16, as ``xl``'s encoder (every distance), its causal decoder, and ``huang4``'s
 encoder (key rows too); queries laid out as fairseq's ``(T, B, H * d)`` projections.
 """
