@@ -18,9 +18,10 @@ of sentences, buckets, checkpoint) beside ``TESTSET.hyp.LANG``. ``--data`` (defa
 (``bin/``, ``refs/``, ``manifest.json``).
 
 The parts: :mod:`.recipes` (the papers' tables and settings, data), :mod:`.runs` (what runs,
-with which flags), :mod:`.execute` (running fairseq, the checkpoint each paper evaluates),
-:mod:`.evaluate` (translate and score a cell), :mod:`.tables` (the Markdown tables); this
-module holds the smoke mode and the command line.
+with which flags), :mod:`.execute` (the trainings, the checkpoint each paper evaluates),
+:mod:`.evaluate` (translate and score a cell), :mod:`.tables` (the Markdown tables), all
+running fairseq through the shared runner :mod:`fairseq_posenc.experiment`; this module
+holds the smoke mode and the command line.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 
 Training follows each paper: Transformer base, the paper's batch in tokens per update reached
 on any number of GPUs through ``--max-tokens`` per GPU and ``--update-freq``, the paper's
-number of updates. Decoding: beam 10, length penalty 0.6 (GNMT's or fairseq's, per paper),
-``--required-batch-size-multiple 1``.
+number of updates, the interval checkpoints the paper averages. Decoding: the shared
+runner's (:func:`fairseq_posenc.experiment.translate.generate_args`) with the papers' beam 10
+and length penalty 0.6, GNMT's or fairseq's per paper.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..experiment import translate
+from ..experiment.checkpoints import interval_flags
+from ..experiment.fairseq_run import USER_DIR  # noqa: F401  (also this module's API)
 from ..extrapolation import Untranslatable
 from .recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row
-
-#: ``--user-dir`` of every fairseq command: this plugin's directory.
-USER_DIR = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ class Scale:
     max_output: Optional[int] = None
 
 
+def checkpoint_rule(paper: Paper) -> str:
+    """The checkpoint ``paper`` evaluates, as a rule of
+    :mod:`fairseq_posenc.experiment.checkpoints`: ``avgN``, ``best`` or ``last``."""
+    return f"avg{paper.average_last}" if paper.average_last else paper.checkpoint
+
+
 def update_freq(paper: Paper, scale: Scale) -> int:
     return max(1, math.ceil(paper.batch_tokens / (scale.max_tokens * scale.gpus)))
 
@@ -115,10 +122,7 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
         "--save-dir", str(run.save_dir(work)), "--seed", str(run.seed),
         "--no-epoch-checkpoints", "--log-format", "simple", "--log-interval", "100",
     ]
-    if paper.average_last:
-        interval = max(1, (scale.max_update or paper.max_update) // 100)
-        args += ["--save-interval-updates", str(interval),
-                 "--keep-interval-updates", str(paper.average_last)]
+    args += interval_flags(checkpoint_rule(paper), scale.max_update or paper.max_update)
     # Always: fairseq's default world size is every visible GPU, and --update-freq above
     # is computed for scale.gpus of them.
     args += ["--distributed-world-size", str(scale.gpus)]
@@ -128,27 +132,20 @@ def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:
 def generate_args(run: Run, data: Path, checkpoint: Path, split: str, results: Path,
                   bpe: str, limits: Optional[Untranslatable] = None,
                   scale: Scale = Scale()) -> list[str]:
-    """``fairseq-generate`` arguments; ``limits``: sources the model cannot represent are
-    skipped (and reported by :func:`evaluate`), outputs capped at the decoder's table;
+    """``fairseq-generate`` arguments of one cell (:func:`translate.generate_args`): the
+    paper's beam, length penalty and its normalization; ``limits``: sources the model cannot
+    represent are skipped (and reported), outputs capped at the decoder's table;
     ``scale.max_output`` caps them further."""
-    post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
-    cap = limits.target_cap if limits else None
-    tighter = scale.max_output is not None and (cap is None or scale.max_output < cap)
-    return [
-        str(data / run.column.dataset / "bin"),
-        "--user-dir", str(USER_DIR),
-        # translation_gnmt: fairseq's translation, hypotheses normalized by GNMT's penalty
-        "--task", "translation_gnmt" if run.paper.length_penalty == "gnmt" else "translation",
-        "--source-lang", run.column.src, "--target-lang", run.column.tgt,
-        "--path", str(checkpoint), "--gen-subset", split,
-        "--beam", str(BEAM), "--lenpen", str(LENPEN), *post,
-        # fairseq's default multiple of 8 silently drops a last, smaller batch
-        "--required-batch-size-multiple", "1", "--max-tokens", "8000",
-        "--results-path", str(results), "--num-workers", "0",
-        *(limits.generate_flags() if limits else ()),
-        # fairseq reads the last of a repeated flag
-        *(("--max-len-a", "0", "--max-len-b", str(scale.max_output)) if tighter else ()),
-    ]
+    return translate.generate_args(
+        data / run.column.dataset / "bin", checkpoint, split, run.column.src, run.column.tgt,
+        results, bpe=bpe, task=generate_task(run.paper), limits=limits,
+        max_output=scale.max_output, beam=BEAM, lenpen=LENPEN)
+
+
+def generate_task(paper: Paper) -> str:
+    """The ``fairseq-generate`` task: translation_gnmt is fairseq's translation with the
+    hypotheses normalized by GNMT's length penalty."""
+    return "translation_gnmt" if paper.length_penalty == "gnmt" else "translation"
 
 
 def decoding(paper: Paper) -> str:

@@ -1,0 +1,61 @@
+"""Reading ``fairseq-train``'s log (``--log-format simple``, as the recipes and the demo
+write it): the training speed, the validation losses and how far the training got.
+
+The lines read, as fairseq writes them (the logger's name is the statistics' tag)::
+
+    ... | INFO | train_inner | epoch 001:     10 / 28 loss=9.259, ..., wps=344.1, ..., num_updates=10
+    ... | INFO | train | epoch 001 | loss 8.43 | ... | wps 623.7 | ... | num_updates 28 | ...
+    ... | INFO | valid | epoch 001 | valid on 'valid' subset | loss 7.754 | ... | num_updates 20
+
+``train_inner`` is a progress line (every ``--log-interval`` updates), ``train`` the
+average of an epoch, ``valid`` a validation.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from pathlib import Path
+from typing import Iterator, Optional
+
+_PROGRESS = re.compile(r"\| train_inner \| .*\bwps=([^,\s]+)")
+_EPOCH = re.compile(r"\| train \| .*\| wps ([^\s|]+)")
+_VALID = re.compile(r"\| valid on 'valid' subset \|")
+_LOSS = re.compile(r"\| loss ([^\s|]+)")
+_UPDATES = re.compile(r"\bnum_updates[= ](\d+)")
+
+
+def _lines(log: Path) -> Iterator[str]:
+    with open(log, encoding="utf-8", errors="replace") as f:
+        yield from f
+
+
+def words_per_second(log: Path) -> Optional[float]:
+    """The median target words per second of the training progress lines; of the epochs'
+    averages where the training was shorter than one ``--log-interval``; None without
+    either."""
+    progress, epochs = [], []
+    for line in _lines(log):
+        if match := _PROGRESS.search(line):
+            progress.append(float(match.group(1)))
+        elif match := _EPOCH.search(line):
+            epochs.append(float(match.group(1)))
+    speeds = progress or epochs
+    return statistics.median(speeds) if speeds else None
+
+
+def validation_losses(log: Path) -> list[tuple[int, float]]:
+    """``(num_updates, loss)`` of every validation on the ``valid`` subset, in order."""
+    out = []
+    for line in _lines(log):
+        if _VALID.search(line):
+            loss, updates = _LOSS.search(line), _UPDATES.search(line)
+            if loss and updates:
+                out.append((int(updates.group(1)), float(loss.group(1))))
+    return out
+
+
+def last_update(log: Path) -> Optional[int]:
+    """The highest ``num_updates`` the log reports (None if it reports none)."""
+    found = [int(m.group(1)) for line in _lines(log) for m in _UPDATES.finditer(line)]
+    return max(found, default=None)
