@@ -31,6 +31,7 @@ setup(
         "console_scripts": [
             "posenc-inspect = fairseq_posenc.inspection.cli:main",
             "posenc-score = fairseq_posenc.evaluation.cli:main",
+            "posenc-hypotheses = fairseq_posenc.hypotheses:main",
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
             "posenc-kernels = fairseq_posenc.kernels.compiled:main",
             "posenc-params = fairseq_posenc.params:main",

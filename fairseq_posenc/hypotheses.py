@@ -7,11 +7,16 @@ last, smaller batch; ``--skip-invalid-size-inputs-valid-test`` drops long ones),
 :func:`in_order` insists on every id, except those the caller declares untranslated (a
 source the model cannot represent), which get an empty line.
 
-    python -m fairseq_posenc.hypotheses generate.log --expected 300 > hyp.tok.de
-    python -m fairseq_posenc.hypotheses generate.log --expected 300 --detokenize DATA/bpe
+    posenc-hypotheses generate.log --expected 300 > hyp.tok.de
+    posenc-hypotheses generate.log --ref test.de --detokenize DATA/bpe > hyp.de
+    posenc-score --ref test.de --hyp hyp.de
 
 ``--detokenize`` turns the (``--remove-bpe``) hypotheses back into raw text as the data
-directory's ``bpe.json`` says (:func:`fairseq_posenc.wmt.text.detokenize`).
+directory's ``bpe.json`` says (:func:`fairseq_posenc.wmt.text.detokenize`); that is the file
+``posenc-score`` reads. ``--ref`` counts the test sentences in the reference file instead of
+``--expected``. ``python -m fairseq_posenc.hypotheses`` is the same command. The module
+itself imports only the standard library when it loads (``--detokenize`` imports the
+preparation's text module when it runs), so that it adds no start-up time of its own.
 """
 
 from __future__ import annotations
@@ -57,26 +62,60 @@ def read(path: Path, expected: int, untranslated: AbstractSet[int] = frozenset()
         return in_order(parse(f), expected, str(path), untranslated)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fairseq_posenc.hypotheses",
-                                description=__doc__.split("\n\n")[0])
-    p.add_argument("output", type=Path, help="what fairseq-generate printed")
-    p.add_argument("--expected", type=int, required=True, help="sentences in the test set")
+def count_lines(path: Path) -> int:
+    """Lines of a text file, as ``wc -l`` counts them (a last line without a newline
+    counts too)."""
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="posenc-hypotheses",
+        description="Write the hypotheses of a fairseq-generate run to stdout, one line per "
+        "test sentence in the test set's order (fairseq prints them in batch order), "
+        "detokenized with --detokenize: the file posenc-score reads. Stops with an error "
+        "when a sentence has no hypothesis.")
+    p.add_argument("output", type=Path, help="what fairseq-generate printed (its H- lines "
+                                             "are read)")
+    count = p.add_mutually_exclusive_group(required=True)
+    count.add_argument("--expected", type=int, metavar="N",
+                       help="sentences in the test set: every id 0..N-1 must have its "
+                            "hypothesis")
+    count.add_argument("--ref", type=Path, metavar="FILE",
+                       help="the test set's reference file, one sentence per line: its "
+                            "line count is the number of sentences expected")
     p.add_argument("--detokenize", type=Path, metavar="BPE_DIR",
-                   help="detokenize as BPE_DIR/bpe.json says (posenc-prepare-corpus or "
-                        "posenc-prepare-wmt output)")
+                   help="detokenize as BPE_DIR/bpe.json says (the bpe/ directory of "
+                        "posenc-prepare-corpus or posenc-prepare-wmt output)")
     p.add_argument("--lang", help="with --detokenize: the hypotheses' language (default: "
                                   "the last of bpe.json's langs)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
     try:
-        lines = read(args.output, args.expected)
+        for path, what in ((args.output, "fairseq-generate output"), (args.ref, "--ref")):
+            if path is not None and not path.is_file():
+                raise FileNotFoundError(f"{what} {path} does not exist")
+        if args.detokenize is not None and not (args.detokenize / "bpe.json").is_file():
+            raise FileNotFoundError(
+                f"--detokenize {args.detokenize} has no bpe.json; pass the bpe/ directory "
+                "of the posenc-prepare-corpus or posenc-prepare-wmt output the model was "
+                "trained on")
+        expected = count_lines(args.ref) if args.ref is not None else args.expected
+        if expected < 1:
+            given = f"--ref {args.ref} has no line" if args.ref else f"--expected {expected}"
+            raise ValueError(f"{given}: pass the number of test sentences (at least 1)")
+        lines = read(args.output, expected)
         if args.detokenize is not None:
             from .wmt.text import detokenize, load_subword_settings
             settings = load_subword_settings(args.detokenize)
             lines = detokenize(lines, args.lang or settings["langs"][-1], settings["bpe"],
                                settings.get("tokenizer"))
-    except (MissingHypotheses, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ValueError, OSError) as e:  # MissingHypotheses is a ValueError
+        print(f"posenc-hypotheses: error: {e}", file=sys.stderr)
         return 1
     sys.stdout.writelines(line + "\n" for line in lines)
     return 0

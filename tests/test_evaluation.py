@@ -15,7 +15,8 @@ import sacrebleu
 
 from cli_utils import console_script, run_script, subprocess_env, write_lines
 from fairseq_posenc.evaluation import (
-    AT5_BINS, BucketScore, bucket_table, by_length, paired_bootstrap, score)
+    ALPHA, AT5_BINS, BucketScore, bins_from_edges, bucket_table, by_length, paired_bootstrap,
+    score)
 from fairseq_posenc.evaluation.cli import main as score_main
 
 WORDS = "the a cat dog house tree sees finds big small red old runs sleeps".split()
@@ -31,6 +32,19 @@ def noisy(refs: list[str], rate: float, seed: int) -> list[str]:
     """Each word dropped with probability ``rate``: a worse system for a larger rate."""
     rng = random.Random(seed)
     return [" ".join(w for w in r.split() if rng.random() >= rate) for r in refs]
+
+
+def near_misses(refs: list[str], rate: float, seed: int) -> tuple[list[str], list[str]]:
+    """Two systems that miss the same words: one writes a word nowhere in the references,
+    the other a one-letter typo of the right word. Their BLEU is equal (the same word
+    n-grams match), their chrF is not (the typos keep most character n-grams)."""
+    rng = random.Random(seed)
+    wrong, typo = [], []
+    for r in refs:
+        miss = [w != "." and rng.random() < rate for w in r.split()]
+        wrong.append(" ".join("zz" if m else w for m, w in zip(miss, r.split())))
+        typo.append(" ".join(w[:-1] + "q" if m else w for m, w in zip(miss, r.split())))
+    return wrong, typo
 
 
 def sacrebleu_cli(args: list[str]) -> object:
@@ -173,3 +187,120 @@ def test_posenc_score_bad_input_says_what_to_do(tmp_path):
         score_main(["--ref", str(tmp_path / "refs.txt"), "--hyp", ref])
     with pytest.raises(SystemExit, match="--baseline 'x' is none of the systems"):
         score_main(["--ref", ref, "--hyp", ref, "--baseline", "x"])
+
+
+def test_posenc_score_marks_every_significant_difference_with_its_direction(tmp_path, capsys):
+    """Per system: score, difference to the baseline (its score minus the baseline's) and
+    p-value, marked * exactly where ``sacrebleu --paired-bs`` gives p < 0.05 and the
+    scores differ -- for chrF as for BLEU; a line under the scores says what * and + mean."""
+    refs = corpus(200, 20)
+    wrong, typo = near_misses(refs, 0.3, 21)
+    systems = {"base": wrong, "typo": typo, "worse": noisy(wrong, 0.2, 22),
+               "similar": near_misses(refs, 0.3, 23)[0]}
+    write_lines(tmp_path / "ref.de", refs)
+    for name, lines in systems.items():
+        write_lines(tmp_path / f"{name}.de", lines)
+    files = [str(tmp_path / f"{name}.de") for name in systems]
+    out = tmp_path / "out"
+    assert score_main(["--ref", str(tmp_path / "ref.de"), "--out", str(out),
+                       *(f"--hyp={name}={tmp_path / name}.de" for name in systems)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "scores.json").read_text())
+    assert report["baseline"] == "base"
+    assert "  base:    BLEU" in printed and "(baseline)" in printed
+    assert ("(+/-) a system's score minus base's: + means better than the baseline base; "
+            "* marks p < 0.05 in sacreBLEU's paired bootstrap (1000 resamples) against "
+            "base.") in printed
+    marks = {}
+    for metric, key in (("chrf", "chrF2"), ("bleu", "BLEU")):
+        cli = sacrebleu_cli([str(tmp_path / "ref.de"), "-i", *files, "--paired-bs",
+                             "-m", metric])
+        baseline = cli[0][key]["score"]
+        for name, entry in zip(list(systems)[1:], cli[1:]):
+            result = entry[key]
+            delta = result["score"] - baseline
+            significant = result["p_value"] < 0.05 and result["score"] != baseline
+            marks[name, metric] = significant, delta
+            pb = report["systems"][name]["paired_bootstrap"]
+            assert pb[f"{metric}_p"] == pytest.approx(result["p_value"])
+            assert pb[f"{metric}_significant"] == significant
+            assert pb[f"{metric}_delta"] == pytest.approx(delta, abs=0.005)
+            assert pb["alpha"] == ALPHA == 0.05
+            label = "chrF" if metric == "chrf" else "BLEU"
+            if result["score"] == baseline:
+                cell = f"{label} {result['score']:.2f} (+0.00, same score)"
+            else:
+                cell = (f"{label} {result['score']:.2f} ({delta:+.2f}, p = "
+                        f"{result['p_value']:.3f}{'*' if significant else ''})")
+            line = next(x for x in printed.splitlines() if x.startswith(f"  {name}:"))
+            assert cell in line, (cell, line)
+    # the inputs cover each case: chrF significant where BLEU is equal; both significantly
+    # worse; no significant difference
+    assert marks["typo", "chrf"][0] and marks["typo", "chrf"][1] > 0
+    assert report["systems"]["typo"]["bleu"] == report["systems"]["base"]["bleu"]
+    assert "BLEU" in printed and "(+0.00, same score)" in printed
+    assert marks["worse", "chrf"][0] and marks["worse", "chrf"][1] < 0
+    assert marks["worse", "bleu"][0] and marks["worse", "bleu"][1] < 0
+    assert not marks["similar", "bleu"][0] and not marks["similar", "chrf"][0]
+
+
+def test_posenc_score_bins(tmp_path, capsys):
+    """``--bins 5 10 20``: (0, 5], (5, 10], (10, 20], (20, inf); each bin's BLEU and chrF
+    are sacreBLEU's corpus scores of the sentences a plain loop puts in it."""
+    rng = random.Random(30)
+    lengths = [rng.randint(1, 30) for _ in range(150)]
+    write_lines(tmp_path / "test.en", [" ".join(["w"] * (n - 1) + ["."]) for n in lengths])
+    refs = corpus(150, 31)
+    hyps = noisy(refs, 0.25, 32)
+    write_lines(tmp_path / "test.de", refs)
+    write_lines(tmp_path / "hyp.de", hyps)
+    out = tmp_path / "out"
+    assert score_main(["--ref", str(tmp_path / "test.de"), "--src", str(tmp_path / "test.en"),
+                       "--hyp", str(tmp_path / "hyp.de"), "--bins", "5", "10", "20",
+                       "--out", str(out)]) == 0
+    report = json.loads((out / "scores.json").read_text())
+    buckets = report["systems"]["hyp.de"]["buckets"]
+    edges = [(0, 5), (5, 10), (10, 20), (20, 10**9)]
+    labels = ["(0, 5]", "(5, 10]", "(10, 20]", "(20, inf)"]
+    assert [b["label"] for b in buckets] == labels == report["length_bins"]
+    for bucket, (low, high) in zip(buckets, edges):
+        members = [i for i, n in enumerate(lengths) if low < n <= high]
+        assert members and bucket["sentences"] == len(members)
+        sub_h, sub_r = [hyps[i] for i in members], [refs[i] for i in members]
+        assert bucket["bleu"] == pytest.approx(sacrebleu.corpus_bleu(sub_h, [sub_r]).score)
+        assert bucket["chrf"] == pytest.approx(sacrebleu.corpus_chrf(sub_h, [sub_r]).score)
+    header = capsys.readouterr().out
+    assert "| source length | (0, 5] n=" in header and "| (20, inf) n=" in header
+    assert bins_from_edges([5, 10, 20]) == ((0, 5), (5, 10), (10, 20), (20, float("inf")))
+    # the last, open-ended bin is shown even when no sentence falls in it
+    short = by_length(["a ."] * 3, hyps[:3], refs[:3], "cased", "en", "de",
+                      bins=bins_from_edges([5, 10]))
+    assert [(b.label, b.sentences) for b in short] == [("(0, 5]", 3), ("(5, 10]", 0),
+                                                       ("(10, inf)", 0)]
+    # rendering checks that the rows were scored with the bins it is given
+    assert "(10, inf) n=0" in bucket_table({"A": short}, bins=bins_from_edges([5, 10]))
+    with pytest.raises(ValueError, match="not the given"):
+        bucket_table({"A": short}, bins=AT5_BINS)
+
+
+@pytest.mark.parametrize("bins, message", [
+    (["10", "5"], "bin edges must ascend: 5 follows 10"),
+    (["5", "5"], "bin edges must ascend"),
+    (["0", "5"], "bin edge 0 is not a positive whole number"),
+    (["-3"], "bin edge -3 is not a positive whole number"),
+    (["5.5"], "'5.5' is not a whole number"),
+    (["ten"], "'ten' is not a whole number"),
+])
+def test_posenc_score_bad_bins_say_what_to_pass(tmp_path, bins, message):
+    write_lines(tmp_path / "test.de", ["a b", "c d"])
+    write_lines(tmp_path / "test.en", ["a b", "c d"])
+    ref, src = str(tmp_path / "test.de"), str(tmp_path / "test.en")
+    with pytest.raises(SystemExit) as exit_info:
+        score_main(["--ref", ref, "--src", src, "--hyp", ref, "--bins", *bins])
+    text = str(exit_info.value)
+    assert text.startswith(f"posenc-score: --bins {' '.join(bins)}: ") and message in text
+    assert "e.g. 5 10 15 20 30" in text or "e.g. --bins 5 10 15 20 30" in text
+    with pytest.raises(SystemExit, match="need the raw source text: pass --src"):
+        score_main(["--ref", ref, "--hyp", ref, "--bins", "5", "10"])
+    with pytest.raises(ValueError, match="contiguous"):
+        by_length(["a"], ["a"], ["a"], "cased", "en", "de", bins=[(0, 5), (6, 10)])

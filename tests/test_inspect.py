@@ -5,7 +5,9 @@ Checkpoints: a tiny model per encoding (the legacy fixtures' flags: 16 wide, 4 h
 positions), its position parameters and its attention's q/k projection biases drawn from
 N(0, 1) so that every term is visible, saved in the layout of fairseq's
 ``Trainer.state_dict`` (``cfg.model`` = the parsed arguments); plus one checkpoint written
-by a real ``fairseq-train`` run for the sentence options and the console script. Each
+by a real ``fairseq-train`` run for the sentence options and the console script, and one
+trained on data made by ``posenc-prepare-corpus`` (``DEST/bin``, ``DEST/bpe``), whose
+sentence tokens must be the very tokens that tool wrote for the same raw sentence. Each
 report is made once (module-scoped cache) and read by several tests.
 
 The numeric checks never call the code under test: they run a layer's
@@ -23,6 +25,7 @@ import copy
 import json
 import math
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,14 +37,18 @@ from fairseq.tasks.translation import TranslationTask
 from cli_utils import (
     create_parallel_corpus,
     preprocess_translation_data,
+    read_lines,
     run_script,
     train_translation_model,
+    write_lines,
 )
 from fixtures.make_legacy_checkpoints import FLAGS
 from model_utils import ALL_ENCODINGS, dictionary
+from fairseq_posenc import corpus
 from fairseq_posenc.context import PositionContext
 from fairseq_posenc.inspection import cli
 from fairseq_posenc.inspection.load import load_model
+from fairseq_posenc.wmt.text import JOINER
 
 #: Report name -> (encoding, extra flags): every encoding, and the variants whose term
 #: has another kind (TUPE's reset: a pair bias; Shaw without values: a content bias) or
@@ -369,8 +376,10 @@ def stock_checkpoint(path: Path) -> None:
     ("missing", "no checkpoint file"),
     ("garbage", "not a fairseq checkpoint"),
     ("stock", "not a fairseq-posenc"),
-    ("sentence without data", "pass --data"),
+    ("sentence without data", "pass --data DIR"),
     ("data without dictionary", "dict.src.txt"),
+    ("two preparations", "--tokenized and --bpe-codes are two ways to prepare the sentence"),
+    ("vocabulary without codes", "--bpe-vocab goes with --bpe-codes"),
 ])
 def test_bad_input_is_a_clear_error(trained, tmp_path, problem, message):
     checkpoint = trained / "ckpt" / "checkpoint_last.pt"
@@ -384,10 +393,141 @@ def test_bad_input_is_a_clear_error(trained, tmp_path, problem, message):
         checkpoint = tmp_path / "stock.pt"
         stock_checkpoint(checkpoint)
     elif problem == "sentence without data":
+        # its saved arguments name /nonexistent as the training data
+        checkpoint = tmp_path / "tiny.pt"
+        tiny_checkpoint("t5", [], checkpoint)
         extra = ["--sentence", "s1 s2"]
+        message += ", the fairseq-preprocess (data-bin) directory the model was trained on"
+        message += " (it holds dict.SRC.txt) (the checkpoint records /nonexistent, which"
+    elif problem == "two preparations":
+        extra = ["--sentence", "s1", "--tokenized", "--bpe-codes", str(tmp_path / "codes")]
+    elif problem == "vocabulary without codes":
+        extra = ["--sentence", "s1", "--bpe-vocab", str(tmp_path / "vocab")]
     else:
         extra = ["--sentence", "s1 s2", "--data", str(tmp_path)]
     with pytest.raises(SystemExit) as exit_info:
         cli.main([str(checkpoint), "--out", str(tmp_path / "out"), *extra])
     assert message in str(exit_info.value)
     assert str(exit_info.value).startswith("posenc-inspect: error:")
+
+
+# -- data made by posenc-prepare-corpus: the sentence as the data was made -------------
+
+#: Raw English-German pairs with punctuation that Moses splits off (so the data has
+#: joiner-marked tokens); the training sentences repeat so that BPE learns whole words.
+PAIRS = {
+    "train": [("The old dog, which sleeps, runs.", "Der alte Hund, der schläft, läuft."),
+              ("The cat sees the dog.", "Die Katze sieht den Hund."),
+              ("A big house (very old) is red!", "Ein großes Haus (sehr alt) ist rot!"),
+              ("The dog runs home.", "Der Hund läuft nach Hause.")] * 5,
+    "valid": [("The cat runs.", "Die Katze läuft.")],
+    "test": [("The old cat, which sees the dog, runs.", "Die alte Katze, die den Hund "
+              "sieht, läuft."), ("A red house!", "Ein rotes Haus!")],
+}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """``posenc-prepare-corpus RAW --dest DEST`` and a model trained on ``DEST/bin``."""
+    root = tmp_path_factory.mktemp("prepared")
+    (root / "raw").mkdir()
+    for split, pairs in PAIRS.items():
+        write_lines(root / "raw" / f"{split}.en", [en for en, _ in pairs])
+        write_lines(root / "raw" / f"{split}.de", [de for _, de in pairs])
+    assert corpus.main([str(root / "raw"), "-s", "en", "-t", "de", "--dest",
+                        str(root / "data"), "--bpe-merges", "200", "--workers", "1"]) == 0
+    train_translation_model(root / "data" / "bin", root / "ckpt", "transformer_tiny_t5",
+                            max_update=2, extra_flags=[*FLAGS, "--source-lang", "en",
+                                                       "--target-lang", "de"])
+    return root
+
+
+def sentence_tokens(out: Path) -> list[str]:
+    return read_pictures(out)["encoder-attention"]["row_labels"][:-1]  # without </s>
+
+
+def test_sentence_is_prepared_as_the_corpus_was(prepared, tmp_path, capsys):
+    """A raw test sentence becomes the tokens posenc-prepare-corpus wrote for it
+    (``DEST/bpe/test.en``), with ``--bpe-dir`` or found beside ``--data``, and with
+    ``--data`` itself taken from the checkpoint."""
+    checkpoint = prepared / "ckpt" / "checkpoint_last.pt"
+    data, bpe = prepared / "data" / "bin", prepared / "data" / "bpe"
+    raw = read_lines(prepared / "raw" / "test.en")[0]
+    expected = read_lines(bpe / "test.en")[0].split()
+    assert JOINER + "." in expected and JOINER + "," in expected  # joiner-marked tokens
+    runs = {"--bpe-dir": ["--data", str(data), "--bpe-dir", str(bpe)],
+            "found": ["--data", str(data)], "recorded": []}
+    for name, flags in runs.items():
+        out = tmp_path / name
+        assert cli.main([str(checkpoint), "--out", str(out), "--sentence", raw, *flags]) == 0
+        printed = capsys.readouterr().out
+        assert sentence_tokens(out) == expected, name
+        found = f"preparing the sentence as the data was, with {bpe} (found beside {data}; "
+        assert (found in printed) == (name != "--bpe-dir"), printed
+        assert ("(the training data the checkpoint records)" in printed) == (name == "recorded")
+    # every token is in the dictionary: none became <unk>
+    assert "<unk>" not in expected and "become <unk>" not in capsys.readouterr().err
+
+
+def test_console_script_finds_the_preparation(prepared, tmp_path):
+    raw = read_lines(prepared / "raw" / "test.en")[1]
+    result = run_script("posenc-inspect", [
+        prepared / "ckpt" / "checkpoint_last.pt", "--out", tmp_path / "out", "--sentence", raw])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sentence_tokens(tmp_path / "out") == read_lines(
+        prepared / "data" / "bpe" / "test.en")[1].split()
+    assert f"with {prepared / 'data' / 'bpe'} (found beside" in result.stdout
+
+
+def refusal(argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    text = str(exit_info.value)
+    assert text.startswith("posenc-inspect: error:")
+    return text
+
+
+def test_preparations_that_are_not_the_datas_are_refused(prepared, tmp_path):
+    checkpoint = str(prepared / "ckpt" / "checkpoint_last.pt")
+    data, bpe = prepared / "data" / "bin", prepared / "data" / "bpe"
+    base = [checkpoint, "--out", str(tmp_path / "out"), "--sentence", "The dog runs."]
+    # subword-nmt codes of the data: plain tokens, not the joiner-marked ones
+    text = refusal([*base, "--data", str(data), "--bpe-codes", str(bpe / "codes")])
+    assert f"Pass --bpe-dir {bpe} instead of --bpe-codes" in text
+    assert f"{data} was made by posenc-prepare-corpus or posenc-prepare-wmt" in text
+    # a bpe/ directory of other languages
+    other = tmp_path / "other-bpe"
+    shutil.copytree(bpe, other)
+    settings = json.loads((other / "bpe.json").read_text())
+    (other / "bpe.json").write_text(json.dumps({**settings, "langs": ["fr", "de"]}))
+    text = refusal([*base, "--data", str(data), "--bpe-dir", str(other)])
+    assert (f"--bpe-dir {other} prepares fr, de (its bpe.json), not the source language en: "
+            f"pass --bpe-dir the bpe/ directory of this model's data ({bpe})") in text
+    # the data moved without its bpe/ directory: the joiners in the dictionary tell
+    moved = tmp_path / "moved" / "bin"
+    shutil.copytree(data, moved)
+    text = refusal([*base, "--data", str(moved)])
+    assert f"the source dictionary {moved / 'dict.en.txt'} has joiner-marked tokens" in text
+    assert "Pass --bpe-dir DIR, the bpe/ directory of that output, or --tokenized" in text
+    text = refusal([*base, "--data", str(moved), "--bpe-codes", str(bpe / "codes")])
+    assert "Pass --bpe-dir DIR, the bpe/ directory of that output, instead of --bpe-codes" in text
+    assert not (tmp_path / "out").exists()  # refused before any picture
+
+
+def test_subword_dictionary_without_bpe_is_refused(trained, tmp_path):
+    """Data with subword units (``@@``) and no BPE flag: the sentence would be whole words
+    the model never saw as such. The dictionary keeps its size, so the model builds."""
+    data = tmp_path / "bin"
+    shutil.copytree(trained / "bin", data)
+    lines = (data / "dict.src.txt").read_text().splitlines()
+    lines = [line.replace("s1 ", "s@@ ", 1) if line.startswith("s1 ") else line
+             for line in lines]
+    (data / "dict.src.txt").write_text("\n".join(lines) + "\n")
+    text = refusal([str(trained / "ckpt" / "checkpoint_last.pt"), "--out", str(tmp_path / "o"),
+                    "--data", str(data), "--sentence", "s2 s3"])
+    assert f"the source dictionary {data / 'dict.src.txt'} holds subword units (1 of " in text
+    assert "Pass --bpe-codes FILE" in text and "--tokenized" in text
+    # with --tokenized the sentence is taken as it is
+    assert cli.main([str(trained / "ckpt" / "checkpoint_last.pt"), "--out", str(tmp_path / "o"),
+                     "--data", str(data), "--sentence", "s@@ 2 s3", "--tokenized"]) == 0
+    assert sentence_tokens(tmp_path / "o") == ["s@@", "2", "s3"]

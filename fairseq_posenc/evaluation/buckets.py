@@ -1,10 +1,13 @@
 """BLEU and chrF by source-sentence length: where in the test set two encodings differ.
 
-Bins are AT5's Table 5 (Wu et al. 2021): ``(0, 20], (20, 40], ..., (100, 120]`` source
-words; a sentence of more than 120 words falls in ``(120, inf)``, which is shown only when
-some sentence does. A sentence's length is the number of Moses tokens of its raw source
-(sacremoses with the source language, no escaping), i.e. words and punctuation marks as a
-Moses-tokenized corpus counts them; an empty source counts in the first bin.
+Bins are ``(low, high]`` pairs of source lengths, contiguous and starting at 0. The default
+is AT5's Table 5 (Wu et al. 2021, :data:`AT5_BINS`): ``(0, 20], (20, 40], ..., (100, 120]``
+source words; a sentence longer than the last finite bin falls in an overflow bin ``(120,
+inf)``, which is shown only when some sentence does. :func:`bins_from_edges` makes other
+bins from their upper edges (``posenc-score --bins``); those end in an explicit ``(last,
+inf)`` bin, always shown. A sentence's length is the number of Moses tokens of its raw
+source (sacremoses with the source language, no escaping), i.e. words and punctuation marks
+as a Moses-tokenized corpus counts them; an empty source counts in the first bin.
 
 Each bucket is scored as a corpus of its own sentences with the metric of the whole table
 (:func:`.scoring.score`), so its BLEU is comparable across systems, not across buckets
@@ -18,14 +21,58 @@ its bucket reports how many such sentences it holds instead of silently scoring 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from .scoring import score
 
-#: AT5 Table 5's source-length bins, ``(low, high]``.
+#: Source-length bins: ``(low, high]`` pairs, contiguous from 0; only the last ``high`` may
+#: be ``math.inf``.
+Bins = Sequence[tuple[int, float]]
+
+#: AT5 Table 5's source-length bins, ``(low, high]``: the default of :func:`by_length`.
 AT5_BINS: tuple[tuple[int, int], ...] = tuple((lo, lo + 20) for lo in range(0, 120, 20))
+
+
+def bins_from_edges(edges: Sequence[int]) -> tuple[tuple[int, float], ...]:
+    """Bins from their upper edges: ``(5, 10, 30)`` -> ``(0, 5], (5, 10], (10, 30],
+    (30, inf)``. The edges are ascending positive whole numbers of source tokens."""
+    given, edges = list(edges), []
+    if not given:
+        raise ValueError("no bin edges: give at least one upper edge, e.g. 5 10 15 20 30")
+    for edge in given:
+        try:
+            whole = operator.index(edge)  # ints, numpy ints; not floats
+        except TypeError:
+            whole = 0
+        if isinstance(edge, bool) or whole < 1:
+            raise ValueError(f"bin edge {edge!r} is not a positive whole number of source "
+                             "tokens; give ascending positive integers, e.g. 5 10 15 20 30")
+        edges.append(whole)
+    for low, high in zip(edges, edges[1:]):
+        if high <= low:
+            raise ValueError(f"bin edges must ascend: {high} follows {low} in "
+                             f"{' '.join(map(str, edges))}; give e.g. 5 10 15 20 30")
+    lows = [0, *edges]
+    return tuple(zip(lows, [*edges, math.inf]))
+
+
+def check_bins(bins: Bins) -> None:
+    """``bins`` as :data:`Bins` says, or a ``ValueError`` naming what is wrong."""
+    if not bins:
+        raise ValueError("no length bins; give (low, high] pairs such as AT5_BINS")
+    expected_low = 0
+    for i, (low, high) in enumerate(bins):
+        if low != expected_low or not high > low:
+            raise ValueError(f"length bins must be contiguous (low, high] pairs from 0 with "
+                             f"high > low: bin {i} is ({low}, {high}] after a bin ending at "
+                             f"{expected_low}; make them with bins_from_edges")
+        if math.isinf(high) and i != len(bins) - 1:
+            raise ValueError(f"only the last length bin can be open-ended: bin {i} is "
+                             f"({low}, inf)")
+        expected_low = high
 
 
 def source_lengths(sources: Sequence[str], lang: str) -> list[int]:
@@ -40,7 +87,7 @@ def bin_label(low: int, high: float) -> str:
     return f"({low}, {'inf' if math.isinf(high) else int(high)}]".replace("inf]", "inf)")
 
 
-def bin_index(length: int, bins: Sequence[tuple[int, int]]) -> int:
+def bin_index(length: int, bins: Bins) -> int:
     """Index of ``length``'s bin; ``len(bins)`` for a length beyond the last."""
     for i, (_low, high) in enumerate(bins):
         if length <= high:
@@ -58,15 +105,16 @@ class BucketScore:
 
 
 def by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], metric: str,
-              src_lang: str, tgt_lang: str,
-              bins: Sequence[tuple[int, int]] = AT5_BINS,
+              src_lang: str, tgt_lang: str, *, bins: Bins = AT5_BINS,
               untranslated: Optional[Sequence[bool]] = None,
               lengths: Optional[Sequence[int]] = None) -> list[BucketScore]:
-    """Per bin of source length: sentence count and the BLEU and chrF of its translated
-    sentences. ``lengths`` overrides :func:`source_lengths` (e.g. subword counts)."""
+    """Per bin of source length (``bins``, AT5's by default; see the module docstring):
+    sentence count and the BLEU and chrF of its translated sentences. ``lengths``
+    overrides :func:`source_lengths` (e.g. subword counts)."""
     if not len(sources) == len(hyps) == len(refs):
         raise ValueError(f"{len(sources)} sources, {len(hyps)} hypotheses and {len(refs)} "
                          "references: scoring by length needs one of each per sentence")
+    check_bins(bins)
     lengths = source_lengths(sources, src_lang) if lengths is None else list(lengths)
     skipped = list(untranslated) if untranslated is not None else [False] * len(sources)
     members: list[list[int]] = [[] for _ in range(len(bins) + 1)]
@@ -74,9 +122,9 @@ def by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], 
         members[bin_index(n, bins)].append(i)
     edges = [*bins, (bins[-1][1], math.inf)]
     out = []
-    for (low, high), ids in zip(edges, members):
-        if math.isinf(high) and not ids:
-            continue  # the overflow bin only when used
+    for index, ((low, high), ids) in enumerate(zip(edges, members)):
+        if index == len(bins) and not ids:
+            continue  # the overflow bin beyond the last given one only when used
         kept = [i for i in ids if not skipped[i]]
         scored = score([hyps[i] for i in kept], [refs[i] for i in kept], metric,
                        tgt_lang) if kept else None
@@ -93,11 +141,31 @@ def _cell(bucket: BucketScore) -> str:
     return cell + (f" ({bucket.untranslated} untranslated)" if bucket.untranslated else "")
 
 
-def bucket_table(rows: Mapping[str, Sequence[BucketScore]]) -> str:
+def check_labels(rows: Mapping[str, Sequence[BucketScore]], bins: Optional[Bins]) -> None:
+    """With ``bins``: every row was scored by :func:`by_length` with those bins (its
+    labels are theirs, plus the overflow bin when used)."""
+    if bins is None:
+        return
+    check_bins(bins)
+    labels = [bin_label(low, high) for low, high in bins]
+    overflow = bin_label(bins[-1][1], math.inf)
+    for name, buckets in rows.items():
+        got = [b.label for b in buckets]
+        if got != labels and got != [*labels, overflow]:
+            raise ValueError(f"{name} was scored by source length with the bins "
+                             f"{', '.join(got)}, not the given {', '.join(labels)}; score "
+                             "every system with the same bins")
+
+
+def bucket_table(rows: Mapping[str, Sequence[BucketScore]], *,
+                 bins: Optional[Bins] = None) -> str:
     """Markdown: one row per system, one column per bin (its sentence count in the header),
-    each cell ``BLEU / chrF``. Every system must have been scored on the same test set."""
+    each cell ``BLEU / chrF``. Every system must have been scored on the same test set (and,
+    when ``bins`` is given, with those bins). The columns are the buckets' own labels, so
+    any bins render."""
     if not rows:
         return ""
+    check_labels(rows, bins)
     first = next(iter(rows.values()))
     for name, buckets in rows.items():
         if [(b.label, b.sentences) for b in buckets] != [(b.label, b.sentences) for b in first]:
@@ -111,9 +179,12 @@ def bucket_table(rows: Mapping[str, Sequence[BucketScore]]) -> str:
 
 
 def plot_buckets(panels: Mapping[str, Mapping[str, Sequence[BucketScore]]], path: Path,
-                 title: str) -> Path:
+                 title: str, *, bins: Optional[Bins] = None) -> Path:
     """One figure, PNG at ``path``: per panel (e.g. a test set; its name labels the row)
-    BLEU (left) and chrF (right) by bucket, one line per system."""
+    BLEU (left) and chrF (right) by bucket, one line per system. The x axis is the buckets'
+    own labels; ``bins``, when given, is checked as in :func:`bucket_table`."""
+    for rows in panels.values():
+        check_labels(rows, bins)
     import logging
 
     # fairseq's import leaves the root logger at DEBUG: keep matplotlib's start-up quiet

@@ -6,9 +6,11 @@
 
 Hypotheses and references are detokenized text, one sentence per line, in the same order.
 Each system gets BLEU and chrF; with ``--baseline`` (or several systems: the first), every
-other system gets sacreBLEU's paired-bootstrap p-value against it; with ``--src``, BLEU and
-chrF by source length (AT5's bins). ``--out DIR`` writes ``scores.json``, ``buckets.md``
-and ``buckets.png``.
+other system gets its difference to the baseline (its score minus the baseline's, so ``+``
+is better) and sacreBLEU's paired-bootstrap p-value, for BLEU and for chrF, each marked
+``*`` when below :data:`~.significance.ALPHA`; a line under the scores says so. With
+``--src``, BLEU and chrF by source length (AT5's bins, or ``--bins``). ``--out DIR`` writes
+``scores.json``, ``buckets.md`` and ``buckets.png``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .buckets import bucket_table, by_length, plot_buckets
+from .buckets import (
+    AT5_BINS, Bins, bin_label, bins_from_edges, bucket_table, by_length, plot_buckets)
 from .scoring import METRICS, score
-from .significance import N_RESAMPLES, paired_bootstrap
+from .significance import ALPHA, N_RESAMPLES, Comparison, paired_bootstrap
+
+BINS_EXAMPLE = "--bins 5 10 15 20 30"
 
 
 def read_lines(path: Path) -> list[str]:
@@ -55,6 +60,33 @@ def systems(specs: Sequence[str]) -> dict[str, Path]:
     return out
 
 
+def length_bins(values: Optional[Sequence[str]]) -> Bins:
+    """``--bins`` as bins (AT5's when not given), or the exit that says what to pass."""
+    if values is None:
+        return AT5_BINS
+    edges = []
+    for value in values:
+        try:
+            edges.append(int(value))
+        except ValueError:
+            raise SystemExit(f"posenc-score: --bins {' '.join(values)}: {value!r} is not a "
+                             "whole number; give the bins' upper edges in source tokens as "
+                             f"ascending positive integers, e.g. {BINS_EXAMPLE}") from None
+    try:
+        return bins_from_edges(edges)
+    except ValueError as err:
+        raise SystemExit(f"posenc-score: --bins {' '.join(values)}: {err}") from None
+
+
+def difference(c: Comparison) -> str:
+    """``27.31 (+0.42, p = 0.012*)``: the score, its difference to the baseline and the
+    p-value, marked when significant."""
+    if c.system == c.baseline:
+        return f"{c.system:.2f} (+0.00, same score)"
+    return (f"{c.system:.2f} ({c.delta:+.2f}, p = {c.p_value:.3f}"
+            f"{'*' if c.significant else ''})")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="posenc-score", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", type=Path, required=True, help="references, raw text")
@@ -67,9 +99,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="BLEU as a paper reports it (default: sacreBLEU's cased 13a)")
     parser.add_argument("--baseline", help="the system the others are tested against "
                                            "(default: the first --hyp)")
+    parser.add_argument("--bins", nargs="+", metavar="EDGE",
+                        help="with --src: the upper edges of the source-length bins, in Moses "
+                             "tokens of the raw source, as ascending positive integers. "
+                             f"{BINS_EXAMPLE} scores (0, 5], (5, 10], (10, 15], (15, 20], "
+                             "(20, 30] and (30, inf): a sentence of n tokens falls in the "
+                             "bin with low < n <= high, one longer than the last edge in the "
+                             "open-ended last bin, which is always shown. Default: AT5's "
+                             "20 40 60 80 100 120, whose (120, inf) bin is shown only when "
+                             "some sentence falls in it")
     parser.add_argument("--out", type=Path, help="write scores.json, buckets.md, buckets.png")
-    parser.add_argument("--title", default="BLEU and chrF by source length")
+    parser.add_argument("--title", default="BLEU and chrF by source length",
+                        help="title of buckets.png (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.bins is not None and args.src is None:
+        raise SystemExit("posenc-score: --bins sets the source-length bins, which need the "
+                         "raw source text: pass --src FILE too")
+    bins = length_bins(args.bins)
 
     refs = read_lines(args.ref)
     tgt_lang = language(args.ref, args.tgt_lang, "--tgt-lang")
@@ -83,42 +129,57 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if baseline not in hyps:
         raise SystemExit(f"posenc-score: --baseline {baseline!r} is none of the systems "
                          f"{', '.join(hyps)}")
+    if args.src:  # checked before any scoring
+        sources = read_lines(args.src)
+        if len(sources) != len(refs):
+            raise SystemExit(f"posenc-score: {args.src} has {len(sources)} lines for "
+                             f"{len(refs)} references")
+        src_lang = language(args.src, args.src_lang, "--src-lang")
 
     report: dict = {"metric": args.metric, "sentences": len(refs), "baseline": baseline,
                     "systems": {}}
+    comparisons: dict[str, tuple[Comparison, Comparison]] = {}
     for name, lines in hyps.items():
         scored = score(lines, refs, args.metric, tgt_lang)
         entry = {"bleu": round(scored.bleu, 2), "chrf": round(scored.chrf, 2),
                  "bleu_signature": scored.bleu_signature,
                  "chrf_signature": scored.chrf_signature}
         if name != baseline:
-            b, c = paired_bootstrap(hyps[baseline], lines, refs, args.metric, tgt_lang)
+            b, c = comparisons[name] = paired_bootstrap(hyps[baseline], lines, refs,
+                                                        args.metric, tgt_lang)
+            # delta: this system's score minus the baseline's (positive: better)
             entry["paired_bootstrap"] = {"resamples": N_RESAMPLES, "bleu_p": b.p_value,
                                          "chrf_p": c.p_value, "bleu_significant": b.significant,
-                                         "chrf_significant": c.significant}
+                                         "chrf_significant": c.significant,
+                                         "bleu_delta": round(b.delta, 2),
+                                         "chrf_delta": round(c.delta, 2), "alpha": ALPHA}
         report["systems"][name] = entry
     buckets = {}
     if args.src:
-        sources = read_lines(args.src)
-        if len(sources) != len(refs):
-            raise SystemExit(f"posenc-score: {args.src} has {len(sources)} lines for "
-                             f"{len(refs)} references")
-        src_lang = language(args.src, args.src_lang, "--src-lang")
-        buckets = {name: by_length(sources, lines, refs, args.metric, src_lang, tgt_lang)
+        buckets = {name: by_length(sources, lines, refs, args.metric, src_lang, tgt_lang,
+                                   bins=bins)
                    for name, lines in hyps.items()}
+        report["length_bins"] = [bin_label(low, high) for low, high in bins]
         for name, rows in buckets.items():
             report["systems"][name]["buckets"] = [dataclasses.asdict(b) for b in rows]
 
     print(f"{len(refs)} sentences, BLEU ({args.metric}) and chrF")
+    width = max(len(name) for name in hyps) + 1
     for name, entry in report["systems"].items():
-        line = f"  {name}: BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}"
-        if "paired_bootstrap" in entry:
-            pb = entry["paired_bootstrap"]
-            mark = "*" if pb["bleu_significant"] else ""
-            line += f"  vs {baseline}: p(BLEU) = {pb['bleu_p']:.3f}{mark}, p(chrF) = {pb['chrf_p']:.3f}"
-        print(line)
+        head = f"  {name + ':':<{width}} "
+        if name in comparisons:
+            b, c = comparisons[name]
+            print(f"{head}BLEU {difference(b)}  chrF {difference(c)}")
+        else:
+            print(f"{head}BLEU {entry['bleu']:.2f}  chrF {entry['chrf']:.2f}"
+                  + ("  (baseline)" if comparisons else ""))
+    if comparisons:
+        print(f"(+/-) a system's score minus {baseline}'s: + means better than the baseline "
+              f"{baseline}; * marks p < {ALPHA} in sacreBLEU's paired bootstrap "
+              f"({N_RESAMPLES} resamples) against {baseline}.")
     if buckets:
-        print("\nBLEU / chrF by source length (Moses tokens):\n" + bucket_table(buckets))
+        print("\nBLEU / chrF by source length (Moses tokens):\n"
+              + bucket_table(buckets, bins=bins))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "scores.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -126,7 +187,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if buckets:
             (args.out / "buckets.md").write_text(bucket_table(buckets) + "\n")
             written += [args.out / "buckets.md",
-                        plot_buckets({"": buckets}, args.out / "buckets.png", args.title)]
+                        plot_buckets({"": buckets}, args.out / "buckets.png", args.title,
+                                     bins=bins)]
         print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
 

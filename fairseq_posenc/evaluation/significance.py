@@ -40,6 +40,11 @@ class Comparison:
     p_value: float
 
     @property
+    def delta(self) -> float:
+        """The system's score minus the baseline's: positive when the system is better."""
+        return self.system - self.baseline
+
+    @property
     def significant(self) -> bool:
         return self.p_value < ALPHA and self.system != self.baseline
 

@@ -2,11 +2,15 @@
 encoding adds to its attention, an ``index.html`` to read them, and the numbers as JSON.
 
 Decisions: every user error (a missing or foreign checkpoint, a sentence without a
-dictionary, a missing BPE file, a sentence longer than the model accepts) ends in a
-``SystemExit`` whose message names what to pass; tracebacks are for bugs. The sentence
-options follow what a fairseq user already knows: ``--data`` is the data-bin directory
-given to ``fairseq-train`` / ``fairseq-generate``, ``--bpe-codes`` the subword-nmt codes
-given to ``fairseq-interactive --bpe subword_nmt``. See ``docs/inspect.md``.
+dictionary, a missing BPE file, a preparation that is not the data's, a sentence longer
+than the model accepts) ends in a ``SystemExit`` whose message names what to pass;
+tracebacks are for bugs. The sentence options follow what a fairseq user already knows:
+``--data`` is the data-bin directory given to ``fairseq-train`` / ``fairseq-generate``
+(default: the one the checkpoint records, when it exists), ``--bpe-codes`` the subword-nmt
+codes given to ``fairseq-interactive --bpe subword_nmt``; ``--bpe-dir`` is the ``bpe/``
+directory of this package's preparation tools, found beside ``--data`` when there
+(:func:`.sentence.choose`). The sentence is prepared before the position pictures are
+computed, so that a refusal comes first. See ``docs/inspect.md``.
 """
 
 from __future__ import annotations
@@ -42,15 +46,18 @@ def parser() -> argparse.ArgumentParser:
     text = p.add_argument_group("attention maps of one sentence")
     text.add_argument("--sentence", help="a source sentence (raw text unless --tokenized)")
     text.add_argument("--data", type=Path, metavar="DIR", help="the fairseq-preprocess "
-                      "output the model was trained on (holds dict.SRC.txt); needed with "
-                      "--sentence")
+                      "output the model was trained on (holds dict.SRC.txt), read with "
+                      "--sentence (default: the data directory the checkpoint records, "
+                      "when it exists)")
     text.add_argument("--source-lang", metavar="SRC", help="source language (default: the "
                       "checkpoint's); picks dict.SRC.txt and the Moses tokenizer")
     text.add_argument("--bpe-dir", type=Path, metavar="DIR", help="the bpe/ directory of "
                       "posenc-prepare-corpus or posenc-prepare-wmt output: the sentence is "
-                      "prepared as the data was")
+                      "prepared as the data was (default: DATA/../bpe when it holds "
+                      "bpe.json)")
     text.add_argument("--bpe-codes", type=Path, metavar="FILE", help="subword-nmt codes "
-                      "the training data was segmented with (data made elsewhere)")
+                      "the training data was segmented with, for data made elsewhere "
+                      "(refused for posenc-prepare-corpus/-wmt data: use --bpe-dir)")
     text.add_argument("--bpe-vocab", type=Path, metavar="FILE", help="subword-nmt "
                       "vocabulary (apply-bpe --vocabulary), if the data used one")
     text.add_argument("--bpe-vocab-threshold", type=int, default=1, metavar="N",
@@ -63,13 +70,19 @@ def parser() -> argparse.ArgumentParser:
 def check(args: argparse.Namespace) -> None:
     if args.max_distance < 1 or args.positions < 1:
         raise fail("--max-distance and --positions must be at least 1.")
-    if args.sentence is not None and args.data is None:
-        raise fail("--sentence needs the source dictionary: pass --data DIR, the "
-                   "fairseq-preprocess (data-bin) directory the model was trained on "
-                   "(it holds dict.SRC.txt); add --bpe-codes FILE if the data was BPE'd "
-                   "with subword-nmt, or --tokenized if the sentence already is.")
     if args.sentence is not None and not args.sentence.strip():
         raise fail("--sentence is empty.")
+    given = [flag for flag, value in (("--tokenized", args.tokenized),
+                                      ("--bpe-dir", args.bpe_dir),
+                                      ("--bpe-codes", args.bpe_codes)) if value]
+    if len(given) > 1:
+        raise fail(f"{' and '.join(given)} are two ways to prepare the sentence; pass one: "
+                   "--bpe-dir for posenc-prepare-corpus or posenc-prepare-wmt output, "
+                   "--bpe-codes for subword-nmt data made elsewhere, --tokenized for a "
+                   "sentence prepared already.")
+    if args.bpe_vocab is not None and args.bpe_codes is None:
+        raise fail("--bpe-vocab goes with --bpe-codes (subword-nmt apply-bpe --vocabulary); "
+                   "pass both, or --bpe-dir, which holds its own vocabularies.")
 
 
 def summary(loaded: LoadedModel) -> list[str]:
@@ -95,22 +108,33 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     loaded = load_model(args.checkpoint, args.data if args.sentence else None,
-                        args.source_lang)
-    pictures, notes = position_pictures(loaded.model, Limits(args.max_distance,
-                                                             args.positions))
+                        args.source_lang, need_dictionary=args.sentence is not None)
+    attention = None
     if args.sentence is not None:
-        assert loaded.source_dictionary is not None  # --data was given (check)
+        assert loaded.source_dictionary is not None and loaded.data is not None
+        if loaded.data_recorded:
+            print(f"posenc-inspect: --data {loaded.data} (the training data the checkpoint "
+                  "records)")
+        how = sentence.choose(loaded.data, loaded.source_dictionary, loaded.source_lang,
+                              tokenized=args.tokenized, bpe_dir=args.bpe_dir,
+                              bpe_codes=args.bpe_codes, bpe_vocab=args.bpe_vocab,
+                              vocab_threshold=args.bpe_vocab_threshold)
+        if how.note:
+            print(how.note)
         segment = getattr(loaded.args, "segment_attention", False) or getattr(
             loaded.args, "segment_embedding", False)
         tokens = sentence.prepare(
-            args.sentence, lang=loaded.source_lang, tokenized=args.tokenized,
-            bpe_codes=args.bpe_codes, bpe_vocab=args.bpe_vocab, bpe_dir=args.bpe_dir,
-            vocab_threshold=args.bpe_vocab_threshold,
+            args.sentence, lang=loaded.source_lang, tokenized=how.tokenized,
+            bpe_codes=how.bpe_codes, bpe_vocab=how.bpe_vocab, bpe_dir=how.bpe_dir,
+            vocab_threshold=how.vocab_threshold,
             separator=loaded.args.segment_separator if segment else None)
         ids = sentence.encode(tokens, loaded.source_dictionary,
-                              bpe_given=args.bpe_codes is not None or args.tokenized
-                              or args.bpe_dir is not None)
-        pictures.append(sentence.attention_picture(loaded, tokens, ids))
+                              bpe_given=how != sentence.Preparation())
+        attention = sentence.attention_picture(loaded, tokens, ids)
+    pictures, notes = position_pictures(loaded.model, Limits(args.max_distance,
+                                                             args.positions))
+    if attention is not None:
+        pictures.append(attention)
     index = report.write(Report(str(args.checkpoint), loaded.encoding, summary(loaded),
                                 pictures, notes), args.out)
     print(f"posenc-inspect: {len(pictures)} pictures -> {index}")

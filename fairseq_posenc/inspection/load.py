@@ -5,10 +5,11 @@ Decisions:
 
 * fairseq's ``load_model_ensemble`` builds the task first, and the translation task loads
   its dictionaries from the training data directory saved in the checkpoint, which is
-  normally elsewhere (another machine, a deleted scratch folder). Position terms need no
+  often elsewhere (another machine, a deleted scratch folder). Position terms need no
   dictionary, so the model is built with placeholder dictionaries of the saved embedding
-  sizes unless ``--data`` is given; a sentence needs the real source dictionary
-  (:func:`load_dictionaries` says so when it is missing).
+  sizes unless a dictionary is wanted; a sentence needs the real source dictionary, from
+  ``--data`` or else from the data directory the checkpoint records when that exists here
+  (:func:`recorded_data`; :func:`load_dictionaries` says what to pass when it is missing).
 * ``torch.load`` runs with ``weights_only=True`` and the plugin's allowlist
   (:func:`~fairseq_posenc.checkpoint.register_safe_globals`): a checkpoint is data, not code.
 * Only fairseq-posenc models are accepted: the state dict must carry the encoding tag
@@ -53,6 +54,10 @@ class LoadedModel:
     target_lang: Optional[str]
     #: The real source dictionary (``--data``), or None: placeholders were used.
     source_dictionary: Optional[Dictionary]
+    #: The data directory the dictionaries came from, or None.
+    data: Optional[Path] = None
+    #: Whether ``data`` is the checkpoint's recorded data directory (no ``--data`` given).
+    data_recorded: bool = False
 
 
 def fail(message: str) -> "SystemExit":
@@ -105,6 +110,31 @@ def saved_arguments(state: dict[str, Any], path: Path) -> argparse.Namespace:
     return args
 
 
+def recorded_data(state: dict[str, Any]) -> Optional[Path]:
+    """The training data directory the checkpoint's saved arguments name (``cfg.task.data``,
+    else the model's or the legacy ``args.data``), or None. Of fairseq's colon-separated
+    shards, the first: it holds the dictionaries."""
+    cfg = state.get("cfg") if isinstance(state.get("cfg"), dict) else {}
+    for saved in (cfg.get("task"), cfg.get("model"), state.get("args")):
+        value = saved.get("data") if isinstance(saved, dict) else getattr(saved, "data", None)
+        if isinstance(value, str) and value:
+            return Path(value.split(":")[0])
+    return None
+
+
+def data_directory(state: dict[str, Any]) -> Path:
+    """The checkpoint's recorded data directory when it exists here, or the exit that says
+    to pass ``--data``."""
+    recorded = recorded_data(state)
+    if recorded is not None and recorded.is_dir():
+        return recorded
+    where = (f" (the checkpoint records {recorded}, which does not exist here)"
+             if recorded is not None else " (the checkpoint records none)")
+    raise fail("--sentence needs the source dictionary: pass --data DIR, the "
+               "fairseq-preprocess (data-bin) directory the model was trained on (it holds "
+               f"dict.SRC.txt){where}.")
+
+
 def placeholder(size: int, extra: tuple[str, ...] = ()) -> Dictionary:
     """A dictionary of ``size`` symbols (``extra`` among them): enough to build the model
     when only position terms are wanted."""
@@ -153,13 +183,19 @@ def load_dictionaries(args: argparse.Namespace, data: Path) -> tuple[Dictionary,
 
 
 def load_model(path: Path, data: Optional[Path] = None,
-               source_lang: Optional[str] = None) -> LoadedModel:
-    """Read ``path`` and rebuild its model in eval mode (see the module docstring)."""
+               source_lang: Optional[str] = None, *,
+               need_dictionary: bool = False) -> LoadedModel:
+    """Read ``path`` and rebuild its model in eval mode (see the module docstring). With
+    ``need_dictionary`` and no ``data``, the dictionaries come from the data directory the
+    checkpoint records."""
     state = read_checkpoint(path)
     args = saved_arguments(state, path)
     if source_lang:
         args.source_lang = source_lang
     weights = state["model"]
+    data_recorded = need_dictionary and data is None
+    if data_recorded:
+        data = data_directory(state)
     real = data is not None
     if real:
         src_dict, tgt_dict = load_dictionaries(args, data)
@@ -179,4 +215,4 @@ def load_model(path: Path, data: Optional[Path] = None,
         raise fail(f"the model of {path} could not be rebuilt: {first}{hint}") from None
     return LoadedModel(path, model.eval(), args, args.pos_encoding,
                        getattr(args, "source_lang", None), getattr(args, "target_lang", None),
-                       src_dict if real else None)
+                       src_dict if real else None, data, data_recorded)

@@ -1,14 +1,25 @@
 """``--sentence``: raw text -> the model's source tokens -> encoder self-attention maps.
 
-Text preparation is how the data was made: with ``--bpe-dir`` (the ``bpe/`` directory of
-``posenc-prepare-corpus`` or ``posenc-prepare-wmt``, as in ``scripts/demo.sh``) the
-preparation's own encoder (:func:`fairseq_posenc.wmt.text.encode`); for data made
-elsewhere, sacremoses tokenization without escaping (``sacremoses tokenize -x``), then
-subword-nmt BPE when ``--bpe-codes`` is given (with ``--bpe-vocab`` as ``apply-bpe
---vocabulary``).
-``--tokenized`` takes the sentence as already tokenized and BPE'd (what
-``fairseq-interactive`` reads without ``--tokenizer``/``--bpe``). A
-``--segment-separator`` token in the text is kept whole: each segment is prepared on its
+Text preparation must be how the data was made, or the picture is of tokens the model never
+saw (a joiner-marked full stop and a bare one are different tokens). :func:`choose` picks it,
+or refuses with the flag to pass:
+
+* ``--bpe-dir DIR`` (the ``bpe/`` directory of ``posenc-prepare-corpus`` or
+  ``posenc-prepare-wmt`` output): the preparation's own encoder
+  (:func:`fairseq_posenc.wmt.text.encode`); its ``bpe.json`` must list the source language.
+* No preparation flag, and the data directory has a sibling ``bpe/bpe.json`` (the layout
+  ``DEST/bin``, ``DEST/bpe`` of those tools): that directory, said in one line.
+* ``--bpe-codes FILE`` (data made elsewhere): sacremoses tokenization without escaping
+  (``sacremoses tokenize -x``), then subword-nmt BPE (with ``--bpe-vocab`` as ``apply-bpe
+  --vocabulary``). Refused for data of those tools (a sibling ``bpe/bpe.json``, or
+  joiner-marked tokens in the dictionary): their tokens carry joiner marks that plain
+  tokenization does not make.
+* ``--tokenized``: the sentence as already tokenized and BPE'd (what
+  ``fairseq-interactive`` reads without ``--tokenizer``/``--bpe``), split on spaces.
+* Nothing given: sacremoses tokenization only, refused when the dictionary holds subword
+  units (tokens ending in ``@@``, SentencePiece pieces) or joiner-marked tokens.
+
+A ``--segment-separator`` token in the text is kept whole: each segment is prepared on its
 own and the segments are joined by the separator, as multi-sentence sources were built.
 
 Tokens missing from the dictionary become ``<unk>`` (warned about, with a hint), because a
@@ -26,6 +37,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -33,9 +45,101 @@ import torch
 from fairseq.data import Dictionary
 from torch import Tensor, nn
 
+from ..wmt.text import JOINER
 from . import captions
 from .load import LoadedModel, fail
 from .records import HeatmapPanel, Picture, floats, layer_label
+
+#: SentencePiece's word-start mark.
+SPM_WORD = "\u2581"
+#: Where posenc-prepare-corpus / posenc-prepare-wmt put the preparation, beside ``bin/``.
+PREPARATION = Path("bpe") / "bpe.json"
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """How the sentence becomes tokens: the arguments of :func:`prepare`."""
+
+    tokenized: bool = False
+    bpe_dir: Optional[Path] = None
+    bpe_codes: Optional[Path] = None
+    bpe_vocab: Optional[Path] = None
+    vocab_threshold: int = 1
+    #: The line said when the preparation was found rather than given.
+    note: Optional[str] = None
+
+
+def sibling_preparation(data: Path) -> Optional[Path]:
+    """``DEST/bpe`` for a data directory ``DEST/bin`` when ``DEST/bpe/bpe.json`` exists."""
+    parent = data.parent if data.name not in ("", ".", "..") else data.resolve().parent
+    return parent / PREPARATION.parent if (parent / PREPARATION).is_file() else None
+
+
+def source_languages(bpe_dir: Path) -> list[str]:
+    from ..wmt.text import load_subword_settings
+
+    return list(load_subword_settings(bpe_dir).get("langs", []))
+
+
+def choose(data: Path, dictionary: Dictionary, lang: str, *, tokenized: bool = False,
+           bpe_dir: Optional[Path] = None, bpe_codes: Optional[Path] = None,
+           bpe_vocab: Optional[Path] = None, vocab_threshold: int = 1) -> Preparation:
+    """The preparation of the data in ``data`` (its source dictionary ``dictionary``, source
+    language ``lang``) from the flags given, or the exit that names the flag to pass (see
+    the module docstring)."""
+    if tokenized:
+        return Preparation(tokenized=True)
+    found = sibling_preparation(data)
+    dict_file = data / f"dict.{lang}.txt"
+    symbols = dictionary.symbols[dictionary.nspecial:]
+    joined = [s for s in symbols if s.startswith(JOINER)]
+    subwords = [s for s in symbols if s.endswith("@@") or s.startswith(SPM_WORD)]
+    if bpe_dir is not None or (bpe_codes is None and found is not None):
+        given = bpe_dir is not None
+        bpe_dir = bpe_dir if given else found
+        flag = f"--bpe-dir {bpe_dir}"
+        if not (bpe_dir / "bpe.json").is_file():
+            raise fail(f"{flag} has no bpe.json; pass the bpe/ directory of "
+                       "posenc-prepare-corpus or posenc-prepare-wmt output.")
+        langs = source_languages(bpe_dir)
+        if lang not in langs:
+            other = f" ({found})" if found is not None and found != bpe_dir else ""
+            raise fail(f"{flag} prepares {', '.join(langs) or 'no language'} (its bpe.json), "
+                       f"not the source language {lang}: pass --bpe-dir the bpe/ directory "
+                       f"of this model's data{other}, or --source-lang.")
+        note = None if given else (
+            f"posenc-inspect: preparing the sentence as the data was, with {found} "
+            f"(found beside {data}; same as {flag})")
+        return Preparation(bpe_dir=bpe_dir, note=note)
+    if bpe_codes is not None:
+        if found is not None:
+            raise fail(f"{data} was made by posenc-prepare-corpus or posenc-prepare-wmt "
+                       f"({found / 'bpe.json'}): its tokens carry joiner marks that "
+                       "sacremoses and --bpe-codes do not make, so the sentence would not be "
+                       f"tokenized as the training data was. Pass --bpe-dir {found} instead "
+                       "of --bpe-codes (or neither: it is found by default).")
+        if joined:
+            raise fail(f"the source dictionary {dict_file} has joiner-marked tokens (e.g. "
+                       f"{' '.join(joined[:3])}), as posenc-prepare-corpus and "
+                       "posenc-prepare-wmt make them, which sacremoses and --bpe-codes do not "
+                       "make. Pass --bpe-dir DIR, the bpe/ directory of that output, instead "
+                       "of --bpe-codes.")
+        return Preparation(bpe_codes=bpe_codes, bpe_vocab=bpe_vocab,
+                           vocab_threshold=vocab_threshold)
+    if joined:
+        raise fail(f"the source dictionary {dict_file} has joiner-marked tokens (e.g. "
+                   f"{' '.join(joined[:3])}): the data was made by posenc-prepare-corpus or "
+                   "posenc-prepare-wmt. Pass --bpe-dir DIR, the bpe/ directory of that "
+                   "output, or --tokenized for a sentence prepared already.")
+    if subwords:
+        raise fail(f"the source dictionary {dict_file} holds subword units ({len(subwords)} "
+                   f"of {len(symbols)} tokens, e.g. {' '.join(subwords[:3])}): the sentence "
+                   "must be split into subwords as the training data was. Pass --bpe-codes "
+                   "FILE (the "
+                   "subword-nmt codes; --bpe-vocab FILE too if apply-bpe used a vocabulary), "
+                   "--bpe-dir DIR for posenc-prepare-corpus or posenc-prepare-wmt output, or "
+                   "--tokenized for a sentence already split.")
+    return Preparation()
 
 
 def prepare(text: str, *, lang: Optional[str], tokenized: bool, bpe_codes: Optional[Path],
