@@ -30,6 +30,7 @@ setup(
     entry_points={
         "console_scripts": [
             "posenc-inspect = fairseq_posenc.inspection.cli:main",
+            "posenc-compare = fairseq_posenc.compare.cli:main",
             "posenc-score = fairseq_posenc.evaluation.cli:main",
             "posenc-hypotheses = fairseq_posenc.hypotheses:main",
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",

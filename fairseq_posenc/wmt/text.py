@@ -179,16 +179,27 @@ def _bpe_chunk(lines: List[str]) -> List[str]:
     return [bpe.process_line(line.rstrip("\n")) for line in lines]
 
 
+#: Why :func:`clean_corpus` drops a pair, by the :class:`Cleaning` field that decides it.
+DROP_REASONS = {"min_len": "a side shorter than min_len tokens",
+                "max_len": "a side longer than max_len tokens",
+                "max_ratio": "length ratio over max_ratio",
+                "max_word_length": "a token longer than max_word_length characters"}
+
+
 def clean_corpus(
     inputs: Tuple[Path, Path],
     outputs: Tuple[Path, Path],
     cleaning: Cleaning,
     corpora: Sequence[Tuple[str, int]] = (),
+    reasons: Optional[Dict[str, int]] = None,
 ) -> Tuple[int, int, Dict[str, Dict[str, int]]]:
     """Keep the pairs of a pair of tokenized files that ``cleaning`` keeps (whitespace
     collapsed). ``corpora``: (name, pairs) of the consecutive corpora the files hold.
-    Returns (read, kept, {corpus: {"raw": n, "kept": k}})."""
+    Returns (read, kept, {corpus: {"raw": n, "kept": k}}); ``reasons``, when given, gets
+    the number of pairs dropped by each rule (the first that drops a pair), by
+    :data:`DROP_REASONS`' names."""
     c = cleaning
+    dropped = dict.fromkeys(DROP_REASONS.values(), 0)
     per_corpus = {name: {"raw": n, "kept": 0} for name, n in corpora}
     # the corpus of each line, lazily (a list would hold one entry per training pair)
     corpus_at = itertools.chain.from_iterable(itertools.repeat(name, n) for name, n in corpora)
@@ -203,19 +214,25 @@ def clean_corpus(
             wa, wb = a.split(), b.split()
             na, nb = len(wa), len(wb)
             if na < c.min_len or nb < c.min_len:
+                dropped[DROP_REASONS["min_len"]] += 1
                 continue
             if c.max_len is not None and (na > c.max_len or nb > c.max_len):
+                dropped[DROP_REASONS["max_len"]] += 1
                 continue
             if c.max_ratio is not None and (na / nb > c.max_ratio or nb / na > c.max_ratio):
+                dropped[DROP_REASONS["max_ratio"]] += 1
                 continue
             if c.max_word_length is not None and any(
                     len(w) > c.max_word_length for w in (*wa, *wb)):
+                dropped[DROP_REASONS["max_word_length"]] += 1
                 continue
             oa.write(" ".join(wa) + "\n")
             ob.write(" ".join(wb) + "\n")
             kept += 1
             if corpus is not None:
                 per_corpus[corpus]["kept"] += 1
+    if reasons is not None:
+        reasons.update(dropped)
     return read, kept, per_corpus
 
 

@@ -1,0 +1,242 @@
+"""``posenc-compare``: every chosen encoding trained on your corpus, translated, scored and
+inspected, with a report that says which differences are real.
+
+    posenc-compare OUT --data DIR -s en -t de --encodings sinusoidal t5 rope \\
+        --size tiny --seeds 3 --max-update 4000 --test test test_long --cpu
+
+Everything that can be checked is checked before any training (the data's files and line
+counts, the encodings and architectures, the baseline, a GPU unless ``--cpu``, tables of
+absolute positions long enough for the training data, a rerun's settings against
+``OUT/settings.json``). ``docs/compare.md`` explains the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..experiment.checkpoints import check_rule
+from . import data, execute, plan, report, settings as settings_mod, summary
+from .execute import say
+from .settings import DEFAULT_CLEANING, RECIPES, SIZES, Settings
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="posenc-compare",
+        description="Every chosen position encoding trained on your corpus with the same data, "
+                    "settings and seeds, translated (beam 10), scored with sacreBLEU against "
+                    "the baseline, inspected; a report that says which differences are real.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Rerun the same command to resume; add encodings or raise --seeds to train "
+               "only the new runs. docs/compare.md explains the report.")
+    p.add_argument("out", type=Path, metavar="OUT",
+                   help="the comparison's directory: settings, data, runs, report")
+    p.add_argument("--data", type=Path, required=True,
+                   help="raw SPLIT.LANG files (train, --valid, --test splits), or a directory "
+                        "prepared by posenc-prepare-corpus or posenc-prepare-wmt")
+    p.add_argument("-s", "--source-lang", required=True, help="source language (file suffix)")
+    p.add_argument("-t", "--target-lang", required=True, help="target language (file suffix)")
+    p.add_argument("--encodings", nargs="+", required=True, metavar="ENC",
+                   help="the --pos-encoding values to compare")
+    p.add_argument("--baseline", metavar="ENC",
+                   help="the encoding the others are tested against (default: the first)")
+    p.add_argument("--size", choices=sorted(SIZES), default="tiny",
+                   help="tiny: transformer_tiny_ENC (2+2 layers, 128 wide), trains on a CPU; "
+                        "base: transformer_wmt_en_de_ENC, the papers' base model (default: "
+                        "tiny). Sets the architecture and the training recipe")
+    p.add_argument("--arch-prefix", metavar="PREFIX",
+                   help="train PREFIX_ENC instead of --size's architecture (the --size recipe "
+                        "still applies)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="train seeds 1..N of every encoding (default 1; 3 or more to tell a "
+                        "difference from training noise)")
+    stop = p.add_mutually_exclusive_group(required=True)
+    stop.add_argument("--max-update", type=int, metavar="U", help="train every run for U updates")
+    stop.add_argument("--max-epoch", type=int, metavar="E", help="train every run for E epochs")
+    p.add_argument("--train-args", default="", metavar='"ARGS"',
+                   help="more fairseq-train flags, the same for every run, after the --size "
+                        "recipe; write it with '=': --train-args=\"--lr 5e-4 --dropout 0.3\"")
+    p.add_argument("--valid", default="valid", help="validation split (default: valid)")
+    p.add_argument("--test", nargs="+", default=["test"], metavar="SPLIT",
+                   help="test splits, each translated and scored (default: test)")
+    p.add_argument("--cpu", action="store_true", help="train and translate on the CPU")
+    p.add_argument("--checkpoint", default="last", metavar="RULE",
+                   help="the checkpoint every run is evaluated with: last, best (lowest "
+                        "validation loss) or avgN (the average of the last N, saved every "
+                        "1%% of --max-update); default: last")
+    p.add_argument("--bpe-merges", type=int, default=32000, metavar="N",
+                   help="raw data: joint subword-nmt merges (default 32000; fewer for small "
+                        "corpora)")
+    p.add_argument("--clean-max-len", type=int, default=DEFAULT_CLEANING.max_len, metavar="N",
+                   help="raw data: drop training pairs with a side over N Moses tokens "
+                        "(default %(default)s; 0: no limit). Empty sides are always dropped")
+    p.add_argument("--clean-max-ratio", type=float, default=DEFAULT_CLEANING.max_ratio,
+                   metavar="R", help="raw data: drop training pairs whose longer side has "
+                                     "more than R times the tokens of the other (default "
+                                     "%(default)s; 0: no limit)")
+    p.add_argument("--bins", nargs="+", type=int, metavar="EDGE",
+                   help="length bins of the report: upper edges in source Moses tokens, "
+                        "ascending, the last bin open-ended (default: AT5's 20 40 ... 120)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes for tokenization and BPE (default 2)")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: rebuild the report from the runs that have finished")
+    p.add_argument("--force", action="store_true",
+                   help="start over: delete OUT's runs, data and report when its settings "
+                        "differ from these")
+    return p
+
+
+def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
+    for name in ("seeds", "max_update", "max_epoch", "bpe_merges", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    try:
+        check_rule(args.checkpoint)
+    except ValueError as e:
+        p.error(f"--checkpoint: {e}")
+    if args.checkpoint.startswith("avg") and not args.max_update:
+        p.error("--checkpoint avgN averages checkpoints saved every 1% of --max-update: "
+                "pass --max-update")
+    try:
+        train_args = tuple(shlex.split(args.train_args))
+    except ValueError as e:
+        p.error(f"--train-args: {e}")
+    cleaning = settings_mod.Cleaning(
+        min_len=1, max_len=args.clean_max_len or None, max_ratio=args.clean_max_ratio or None,
+        rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (
+            DEFAULT_CLEANING.max_len, DEFAULT_CLEANING.max_ratio) else "--clean-max-len, "
+        "--clean-max-ratio")
+    return Settings(
+        data=str(args.data.resolve()), source_lang=args.source_lang,
+        target_lang=args.target_lang,
+        arch_prefix=args.arch_prefix or SIZES[args.size], recipe=RECIPES[args.size],
+        train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
+        valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
+        bpe_merges=args.bpe_merges, cleaning=cleaning)
+
+
+def check_models(settings: Settings, encodings: Sequence[str]) -> None:
+    """Every encoding is known and every architecture registered."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from ..encodings import ENCODINGS
+
+    unknown = [e for e in encodings if e not in ENCODINGS]
+    if unknown:
+        raise SystemExit(f"posenc-compare: unknown encoding {', '.join(unknown)}; choose from "
+                         f"{' '.join(sorted(ENCODINGS))}")
+    missing = [plan.arch(settings, e) for e in encodings
+               if plan.arch(settings, e) not in ARCH_MODEL_REGISTRY]
+    if missing:
+        prefixes = sorted({a.rsplit("_", 1)[0] for a in ARCH_MODEL_REGISTRY
+                           if a.endswith("_sinusoidal")})
+        raise SystemExit(f"posenc-compare: no registered architecture {', '.join(missing)}; "
+                         f"--arch-prefix must be one of {', '.join(prefixes)} (or --size)")
+
+
+def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[str]) -> None:
+    """A table of absolute positions must cover every training and validation sentence
+    (stop, naming the flag); test sources beyond it are left untranslated and counted."""
+    from fairseq.models.transformer import (DEFAULT_MAX_SOURCE_POSITIONS,
+                                            DEFAULT_MAX_TARGET_POSITIONS)
+
+    from ..build import model_args
+    from ..extrapolation import length_limits
+
+    need = max(data.longest(corpus, "train"), data.longest(corpus, "valid"))
+    flags = settings.fairseq_train_flags()
+    for encoding in encodings:
+        args = model_args(plan.arch(settings, encoding), flags)
+        # what fairseq's TransformerModel.build_model fills in when no flag sets them
+        args.max_source_positions = (getattr(args, "max_source_positions", None)
+                                     or DEFAULT_MAX_SOURCE_POSITIONS)
+        args.max_target_positions = (getattr(args, "max_target_positions", None)
+                                     or DEFAULT_MAX_TARGET_POSITIONS)
+        limits = length_limits(args)
+        for limit, flag in ((limits.source, limits.source_flag),
+                            (limits.target, limits.target_flag)):
+            if need > limit:
+                raise SystemExit(
+                    f"posenc-compare: {encoding} represents {limit} positions ({flag}) but "
+                    f"the longest training or validation sentence has {need} tokens: raise "
+                    f"it with --train-args \"{flag} {need}\", or clean with a smaller "
+                    "--clean-max-len")
+        for test in corpus.tests:
+            over = sum(n > limits.source for n in data.source_lengths(corpus, test.subset))
+            if over:
+                say(f"note: {encoding} represents {limits.source} source positions "
+                    f"({limits.source_flag}): {over} {test.name} sources are longer and stay "
+                    "untranslated (counted in the report)")
+
+
+def start(out: Path, new: Settings, force: bool) -> None:
+    """Stop if ``out`` holds a comparison with other settings (unless ``force``)."""
+    old = settings_mod.read(out / "settings.json")
+    if old is None or old == new:
+        return
+    if not force:
+        raise SystemExit("posenc-compare: " + str(out) + " holds a comparison with other "
+                         "settings:\n  " + "\n  ".join(settings_mod.differences(old, new))
+                         + "\nrerun with its settings, choose another OUT, or --force to "
+                           "start over (deletes its runs, data and report)")
+    say(f"--force: starting over in {out}")
+    for name in ("runs", "data", "report"):
+        shutil.rmtree(out / name, ignore_errors=True)
+    for name in ("settings.json", "report.md", "report.json", "params.json"):
+        (out / name).unlink(missing_ok=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    encodings = list(dict.fromkeys(args.encodings))
+    baseline = args.baseline or encodings[0]
+    if baseline not in encodings:
+        p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)}")
+    settings = settings_of(args, p)
+    bins = None
+    if args.bins:
+        from ..evaluation import bins_from_edges
+        try:
+            bins = bins_from_edges(args.bins)
+        except ValueError as e:
+            p.error(f"--bins: {e}")
+    data.check(settings)
+    check_models(settings, encodings)
+    if not settings.cpu:
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("posenc-compare: no CUDA GPU here: pass --cpu to train on the CPU")
+    if args.report_only and settings_mod.read(args.out / "settings.json") is None:
+        raise SystemExit(f"posenc-compare: {args.out} has no comparison to report on")
+    start(args.out, settings, args.force)
+    corpus = data.corpus(settings, args.out, args.workers, say)
+    check_lengths(settings, corpus, encodings)
+    settings_mod.write(args.out / "settings.json", settings)
+    runs = plan.runs(encodings, args.seeds)
+    if not args.report_only:
+        execute.run_all(settings, corpus, runs, args.out)
+    say("report: scoring, significance, pictures")
+    params = plan.parameter_counts(settings, corpus, encodings, args.out / "params.json")
+    from ..evaluation import AT5_BINS
+    built = summary.build(args.out, settings, corpus, encodings, args.seeds, baseline,
+                          bins or AT5_BINS, params)
+    summary.write(args.out / "report.json", built)
+    inspect = {e: r.inspect_dir(args.out) / "index.html" for e in encodings
+               for r in runs if r.encoding == e and r.seed == 1
+               and (r.inspect_dir(args.out) / "index.html").exists()}
+    written = report.write(built, args.out, inspect)
+    for path in [*written, args.out / "report.json"]:
+        say(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

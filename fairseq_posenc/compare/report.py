@@ -1,0 +1,214 @@
+"""``report.md`` and ``report/index.html`` from ``report.json``: one document, two renderings.
+
+The document is a list of blocks (headings, paragraphs, tables, pictures, links) built once
+(:func:`document`); :func:`markdown` and :func:`html` render it. The HTML page carries its
+pictures inline (base64), so it reads offline and can be mailed or attached to a review as
+one file; it links to each encoding's ``posenc-inspect`` pages beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as html_lib
+import re
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+from ..wmt.common import write_text_atomic
+from ..wmt.tables import READING
+from . import plots
+
+Block = tuple  # ("h1"/"h2"/"h3", text) | ("p", text) | ("table", header, rows) | ("img", path, alt)
+
+
+def _num(value: Optional[float], digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _mean_sd(mean: Optional[float], sd: Optional[float], n: int) -> str:
+    if mean is None:
+        return "-"
+    return f"{mean:.2f}" if sd is None else f"{mean:.2f} ± {sd:.2f} (n={n})"
+
+
+def _delta(row: dict, base: dict, key: str) -> Optional[float]:
+    if row[key] is None or base[key] is None or row is base:
+        return None
+    return row[key] - base[key]
+
+
+def _p(p: Optional[float], significant: Optional[bool], delta: Optional[float]) -> str:
+    """The p-value, ``*`` where significant; equal scores say so (sacreBLEU's test gives
+    them its smallest p, which would read as a difference)."""
+    if p is None or delta is None:
+        return "-"
+    if round(delta, 2) == 0:
+        return "same score"
+    return f"{p:.3f}" + ("*" if significant else "")
+
+
+def _signed(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+def _short(checkpoint: Optional[str]) -> str:
+    """``ENC/seedK/checkpoints/NAME``: the checkpoint's path within ``OUT/runs``."""
+    if not checkpoint:
+        return "-"
+    parts = Path(checkpoint).parts
+    return "/".join(parts[-4:])
+
+
+def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -> list[Block]:
+    s = report["settings"]
+    baseline = report["baseline"]
+    stop = (f"{s['max_update']} updates" if s["max_update"] else f"{s['max_epoch']} epochs")
+    seeds = f"{report['seeds']} seed" + ("s" if report["seeds"] > 1 else "")
+    blocks: list[Block] = [
+        ("h1", f"Position encodings on {s['data']}: {s['source_lang']} → {s['target_lang']}"),
+        ("p", f"{len(report['encodings'])} encodings × {seeds}, baseline "
+              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` for {stop} with "
+              f"the same data, flags and seed k for its k-th run, evaluates the checkpoint "
+              f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
+              f"is scored with {report['metric']} against the raw references."),
+    ]
+    pairs, cleaning = report.get("pairs") or {}, report.get("cleaning")
+    if pairs or cleaning:
+        text = "Sentence pairs: " + ", ".join(f"{k} {v:,}" for k, v in pairs.items()) + "."
+        if cleaning and "kept" in cleaning:  # raw data prepared here or by posenc-prepare-corpus
+            dropped = "; ".join(f"{n:,}: {why}" for why, n in cleaning["dropped"].items())
+            text += (f" Training pairs kept after cleaning: {cleaning['kept']:,} of "
+                     f"{cleaning['read']:,} ({cleaning['rule'].get('rule', '')})"
+                     + (f"; dropped {dropped}." if dropped else "; none dropped."))
+        blocks.append(("p", text))
+    reading = READING.format(baseline=baseline)
+    for split in dict.fromkeys(r["split"] for r in report["summary"]):
+        rows = [r for r in report["summary"] if r["split"] == split]
+        base = next(r for r in rows if r["encoding"] == baseline)
+        blocks.append(("h2", f"{split}: {rows[0]['sentences']} sentences, "
+                             f"{rows[0]['beyond_training']} longer than any training source"))
+        blocks.append(("table", ["encoding", "BLEU", "chrF", f"Δ BLEU vs {baseline}",
+                                 "p (BLEU)", f"Δ chrF", "p (chrF)", "parameters added",
+                                 "time per word"],
+                       [[f"`{r['encoding']}`", _mean_sd(r["bleu_mean"], r["bleu_sd"], r["n"]),
+                         _mean_sd(r["chrf_mean"], r["chrf_sd"], r["n"]),
+                         _signed(_delta(r, base, "bleu_mean")),
+                         _p(r["p_value"], r["significant"], _delta(r, base, "bleu_mean")),
+                         _signed(_delta(r, base, "chrf_mean")),
+                         _p(r["chrf_p_value"], r["chrf_significant"],
+                            _delta(r, base, "chrf_mean")),
+                         f"{r['params_added']:+,}", _num(r["speed_ratio"])] for r in rows]))
+        blocks.append(("p", reading + " `Δ`: the mean over seeds minus the baseline's; + is "
+                       "better. `time per word`: training time per word over the baseline's, "
+                       "from fairseq's words per second (same machine, runs one after the "
+                       "other)."))
+        if rows[0]["buckets"]:
+            first = rows[0]["buckets"]
+            beyond = (" (the last column: sources longer than every training source, in "
+                      "the model's subword tokens)" if rows[0]["beyond_training"] else "")
+            blocks.append(("h3", f"By source length in Moses tokens{beyond}"))
+            blocks.append(("table", ["encoding"] + [f"{b['label']} n={b['sentences']}"
+                                                   for b in first],
+                           [[f"`{r['encoding']}`"] + [
+                               f"{_num(b['bleu'])} / {_num(b['chrf'])}"
+                               + (f" ({b['untranslated']} untranslated)" if b["untranslated"]
+                                  else "") for b in r["buckets"]] for r in rows]))
+            blocks.append(("p", "Each cell: BLEU / chrF of the sentences in that bin, the mean "
+                                "over seeds; a bin's BLEU compares encodings, not bins."))
+    for name, alt in (("lengths.png", "BLEU and chrF by source length"),
+                      ("validation.png", "validation loss of every run")):
+        if name == "validation.png":
+            blocks.append(("h2", "Training"))
+        if (pictures / name).exists():
+            blocks.append(("img", pictures / name, alt))
+    blocks.append(("table", ["encoding", "seed", "checkpoint", "words per second",
+                             *(f"{t} BLEU / chrF" for t in s["tests"])],
+                   [[f"`{r['encoding']}`", str(r["seed"]), f"`{_short(r['checkpoint'])}`",
+                     _num(r["words_per_second"], 0),
+                     *(f"{r['tests'][t]['bleu']:.2f} / {r['tests'][t]['chrf']:.2f}"
+                       if t in r["tests"] else "not yet" for t in s["tests"])]
+                    for r in report["runs"]]))
+    if inspect:
+        blocks.append(("h2", "What each encoding learned"))
+        blocks.append(("links", [(f"{e}: posenc-inspect's pictures (seed 1)", p)
+                                 for e, p in inspect.items()]))
+    return blocks
+
+
+def markdown(blocks: Sequence[Block], base: Path) -> str:
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            out.append("#" * int(kind[1]) + " " + block[1])
+        elif kind == "p":
+            out.append(block[1])
+        elif kind == "table":
+            header, rows = block[1], block[2]
+            out.append("\n".join(["| " + " | ".join(header) + " |",
+                                  "|" + "---|" * len(header)]
+                                 + ["| " + " | ".join(row) + " |" for row in rows]))
+        elif kind == "img":
+            out.append(f"![{block[2]}]({_relative(block[1], base)})")
+        elif kind == "links":
+            out.append("\n".join(f"- [{text}]({_relative(path, base)})"
+                                 for text, path in block[1]))
+    return "\n\n".join(out) + "\n"
+
+
+def _inline(text: str) -> str:
+    """Escaped text with Markdown's inline code as <code>."""
+    parts = re.split(r"`([^`]*)`", text)
+    return "".join(f"<code>{html_lib.escape(p)}</code>" if i % 2 else html_lib.escape(p)
+                   for i, p in enumerate(parts))
+
+
+def html(blocks: Sequence[Block], base: Path, title: str) -> str:
+    body = []
+    for block in blocks:
+        kind = block[0]
+        if kind in ("h1", "h2", "h3"):
+            body.append(f"<{kind}>{_inline(block[1])}</{kind}>")
+        elif kind == "p":
+            body.append(f"<p>{_inline(block[1])}</p>")
+        elif kind == "table":
+            head = "".join(f"<th>{_inline(h)}</th>" for h in block[1])
+            rows = "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>"
+                           for row in block[2])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+        elif kind == "img" and Path(block[1]).exists():
+            data = base64.b64encode(Path(block[1]).read_bytes()).decode("ascii")
+            body.append(f'<img alt="{html_lib.escape(block[2])}" '
+                        f'src="data:image/png;base64,{data}">')
+        elif kind == "links":
+            items = "".join(f'<li><a href="{html_lib.escape(_relative(path, base))}">'
+                            f"{_inline(text)}</a></li>" for text, path in block[1])
+            body.append(f"<ul>{items}</ul>")
+    style = ("body{font-family:sans-serif;max-width:75em;margin:2em auto;line-height:1.4}"
+             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+             "padding:.25em .6em;text-align:left}th{background:#f3f3f3}img{max-width:100%}"
+             "code{background:#f3f3f3;padding:0 .2em}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>"
+            f"{html_lib.escape(title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _relative(path: Union[Path, str], base: Path) -> str:
+    import os
+
+    return Path(os.path.relpath(Path(path), base)).as_posix()
+
+
+def write(report: dict[str, Any], out: Path, inspect: dict[str, Path]) -> list[Path]:
+    """``OUT/report.md`` and ``OUT/report/index.html``, their pictures in ``OUT/report/``."""
+    pictures = out / "report"
+    for old in pictures.glob("*.png"):
+        old.unlink()
+    plots.length_plot(report, pictures / "lengths.png")
+    plots.loss_plot(report["runs"], pictures / "validation.png")
+    blocks = document(report, pictures, inspect)
+    md, page = out / "report.md", pictures / "index.html"
+    write_text_atomic(md, markdown(blocks, out))
+    title = blocks[0][1]
+    write_text_atomic(page, html(blocks, pictures, title))
+    return [md, page]
