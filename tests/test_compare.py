@@ -32,8 +32,8 @@ ENCODINGS = ["sinusoidal", "t5"]
 def raw(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("compare") / "raw"
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_toy_corpus.py"), "--out",
-                    str(out), "--seed", "3", "--train", "300", "--valid", "20", "--test", "16",
-                    "--test-long", "6", "--long-min-len", "40", "--long-max-len", "50"],
+                    str(out), "--seed", "3", "--train", "300", "--valid", "20", "--test", "10",
+                    "--test-long", "4", "--long-min-len", "40", "--long-max-len", "50"],
                    check=True, capture_output=True)
     return out
 
@@ -130,7 +130,7 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
         assert row["p_value"] == pytest.approx(max(p_bleu))
         assert row["chrf_p_value"] == pytest.approx(max(p_chrf))
     long_rows = [r for r in report["summary"] if r["split"] == "test_long"]
-    assert all(r["beyond_training"] == 6 and r["buckets"][-1]["label"] == "beyond training"
+    assert all(r["beyond_training"] == 4 and r["buckets"][-1]["label"] == "beyond training"
                for r in long_rows)
 
     page = (out / "report" / "index.html").read_text()
@@ -138,7 +138,7 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
     assert not re.search(r'src="(?!data:)', page)  # nothing to fetch: it reads offline
     for link in re.findall(r'href="([^"]+)"', page):
         assert (out / "report" / link).resolve().is_file(), link
-    assert "## test_long: 6 sentences, 6 longer than any training source" in (
+    assert "## test_long: 4 sentences, 4 longer than any training source" in (
         out / "report.md").read_text()
 
 

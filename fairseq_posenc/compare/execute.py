@@ -7,9 +7,10 @@ resumes from its ``checkpoint_last.pt`` (fairseq-train's own ``--restore-file`` 
 the run's save directory); the log of each earlier part is kept as ``train.N.log``.
 
 fairseq runs through :mod:`fairseq_posenc.experiment`, the runner ``posenc-reproduce``
-uses; its output goes to each run's logs, and the terminal gets one line per step: the
-run's number, encoding and seed, the step, its log, the time so far and an estimate of what
-remains.
+uses: ``fairseq-train`` as its console script, as a user runs it, ``fairseq-generate``
+inside this process with the same arguments (no interpreter start-up per test split). Their
+output goes to each run's logs, and the terminal gets one line per step: the run's number,
+encoding and seed, the step, its log, the time so far and an estimate of what remains.
 """
 
 from __future__ import annotations
@@ -84,8 +85,7 @@ def complete(run: Run, out: Path, settings: Settings) -> bool:
             and (run.seed != 1 or (run.inspect_dir(out) / "index.html").exists()))
 
 
-def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path,
-            in_process: bool = False) -> None:
+def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path) -> None:
     progress = Progress(runs, lambda r: complete(r, out, settings))
     for index, run in enumerate(runs, 1):
         if complete(run, out, settings):
@@ -93,16 +93,16 @@ def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path,
             continue
         progress.begin(run)
         step = lambda what: say(progress.line(index, run, what))  # noqa: E731
-        train(settings, corpus, run, out, in_process, step)
+        train(settings, corpus, run, out, step)
         checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
         for test in corpus.tests:
-            evaluate(corpus, run, test, checkpoint, out, in_process, step)
+            evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
         if run.seed == 1:
             inspect(corpus, run, checkpoint, out, step)
         progress.end(run)
 
 
-def train(settings: Settings, corpus: Corpus, run: Run, out: Path, in_process: bool,
+def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
           step: Callable[[str], None]) -> None:
     marker = run.trained(out)
     if marker.exists():
@@ -118,7 +118,7 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path, in_process: b
     started = time.monotonic()
     with _watching(log, settings.max_update, step):
         run_fairseq("fairseq-train", train_args(settings, corpus, run, out), log=log,
-                    in_process=in_process, say=lambda _: None)
+                    say=lambda _: None)
     checkpoint = final_checkpoint(run.save_dir(out), settings.checkpoint)
     speeds = [v for v in map(words_per_second, run.train_logs(out)) if v is not None]
     write_text_atomic(marker, json.dumps({
@@ -165,7 +165,7 @@ def _watching(log: Path, max_update: Optional[int],
         thread.join()
 
 
-def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, in_process: bool,
+def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: bool,
              step: Callable[[str], None]) -> None:
     """Translate ``test`` with beam 10 and length penalty 0.6, every sentence, and score the
     detokenized output with sacreBLEU against the raw references."""
@@ -177,7 +177,8 @@ def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, in_pro
     translation = translate(
         corpus.bin, checkpoint, test.subset, corpus.source_lang, corpus.target_lang,
         where / "generate", corpus.subword, hyp_path=where / f"hyp.{corpus.target_lang}",
-        label=run.label, in_process=in_process, say=lambda _: None)
+        label=run.label, in_process=True, say=lambda _: None,
+        extra=["--cpu"] if cpu else [])
     refs = read_lines(test.reference)
     scored = scoring.score(translation.hypotheses, refs, METRIC, corpus.target_lang)
     write_text_atomic(result, json.dumps({

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Callable, Optional
+from typing import AbstractSet, Callable, Optional, Sequence
 
 from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
 from ..hypotheses import MissingHypotheses, read as read_hypotheses
@@ -75,19 +75,20 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
               subword: dict, *, hyp_path: Path, task: str = "translation", label: str = "",
               in_process: bool = False, max_output: Optional[int] = None,
               say: Optional[Callable[[str], None]] = None, beam: int = BEAM,
-              lenpen: float = LENPEN) -> Translation:
+              lenpen: float = LENPEN, extra: Sequence[str] = ()) -> Translation:
     """Translate ``split`` of the binarized ``data_bin`` with ``checkpoint``:
     ``fairseq-generate`` writes into ``out_dir`` (its log beside it, ``out_dir`` + ``.log``);
     the hypotheses, detokenized as ``subword`` says (bpe.json or a manifest: ``bpe`` and
     ``tokenizer``, see :func:`fairseq_posenc.wmt.text.detokenize`), go to ``hyp_path``.
-    ``label`` names the model in the notes on skipped sources."""
+    ``label`` names the model in the notes on skipped sources; ``extra``: more
+    fairseq-generate flags (``--cpu``)."""
     lengths = source_sizes(data_bin, split, src, tgt)
     skip = Untranslatable.of(checkpoint_limits(checkpoint), lengths)
     log = out_dir.with_name(out_dir.name + ".log")
     run_fairseq("fairseq-generate",
                 generate_args(data_bin, checkpoint, split, src, tgt, out_dir,
                               bpe=subword["bpe"], task=task, limits=skip,
-                              max_output=max_output, beam=beam, lenpen=lenpen),
+                              max_output=max_output, beam=beam, lenpen=lenpen) + list(extra),
                 log=log, in_process=in_process, say=say)
     hyps = hypotheses(out_dir / f"generate-{split}.txt", len(lengths), skip.sentences)
     detok = detokenize(hyps, tgt, subword["bpe"], subword.get("tokenizer"))
