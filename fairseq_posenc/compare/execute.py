@@ -60,10 +60,10 @@ class Progress:
         self.finished: list[float] = []
         self.run_start = self.start
 
-    def begin(self, run: Run) -> None:
+    def begin(self) -> None:
         self.run_start = time.monotonic()
 
-    def end(self, run: Run) -> None:
+    def end(self) -> None:
         self.finished.append(time.monotonic() - self.run_start)
 
     def line(self, index: int, run: Run, step: str) -> str:
@@ -91,7 +91,7 @@ def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path) 
         if complete(run, out, settings):
             say(f"run {index}/{len(runs)}: {run.label}: finished before, kept")
             continue
-        progress.begin(run)
+        progress.begin()
         step = lambda what: say(progress.line(index, run, what))  # noqa: E731
         train(settings, corpus, run, out, step)
         checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
@@ -99,7 +99,7 @@ def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path) 
             evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
         if run.seed == 1:
             inspect(corpus, run, checkpoint, out, step)
-        progress.end(run)
+        progress.end()
 
 
 def train(settings: Settings, corpus: Corpus, run: Run, out: Path,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html as html_lib
+import os
 import re
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -194,8 +195,6 @@ def html(blocks: Sequence[Block], base: Path, title: str) -> str:
 
 
 def _relative(path: Union[Path, str], base: Path) -> str:
-    import os
-
     return Path(os.path.relpath(Path(path), base)).as_posix()
 
 

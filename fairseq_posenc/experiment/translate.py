@@ -14,12 +14,12 @@ from typing import AbstractSet, Callable, Optional, Sequence
 from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
 from ..hypotheses import MissingHypotheses, read as read_hypotheses
 from ..wmt.common import write_text_atomic
+from ..wmt.recipes import BEAM as PAPERS_BEAM, LENPEN as PAPERS_LENPEN
 from ..wmt.text import detokenize
 from .fairseq_run import USER_DIR, run_fairseq
 
 #: The decoding of the three papers' tables, and of every other translation by default.
-BEAM = 10
-LENPEN = 0.6
+BEAM, LENPEN = PAPERS_BEAM, PAPERS_LENPEN
 
 
 @dataclass(frozen=True)
