@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
-from .context import PositionContext, PositionKind, PositionScope
+from .context import KernelFamily, PositionContext, PositionKind, PositionScope
 from .encodings.base import (
     DistanceRows,
     PositionEncoding,
@@ -303,12 +303,12 @@ class PositionalMultiheadAttention(MultiheadAttention):
         # full sequence: the kernel reads it as causality.
         if attn_mask is not None and tgt_len != src_len:
             return False
-        family = ("clipped" if term.by_clipped_distance else "rows" if term.by_distance_rows
-                  else "distance_factor" if term.kind is PositionKind.DISTANCE_SCALE
-                  else "distance")
-        if self._dropout_p():  # the variant with attention dropout, checked on its own
-            family += " dropout"
-        if not (self.distance_kernel == "fused" or fused_by_default(family, q)):
+        family = (KernelFamily.CLIPPED if term.by_clipped_distance
+                  else KernelFamily.ROWS if term.by_distance_rows
+                  else KernelFamily.DISTANCE_FACTOR if term.kind is PositionKind.DISTANCE_SCALE
+                  else KernelFamily.DISTANCE)
+        if not (self.distance_kernel == "fused"
+                or fused_by_default(family, q, bool(self._dropout_p()))):
             return False
         if term.by_clipped_distance:  # its rows must fit a tile
             from .kernels.distance import clipped_rows_fit

@@ -63,6 +63,43 @@ class PositionKind(enum.Enum):
     PROJECTION = "projection of keys and values"
 
 
+class KernelFamily(enum.Enum):
+    """A family of fused kernels that computes a term without its ``len x len`` tensor
+    (:class:`FusedKernel`). The Triton families run by default only once checked on the
+    device and dtype at hand (:mod:`fairseq_posenc.kernels.self_check`)."""
+
+    #: A table per head and distance added to the logits (``DISTANCE_BIAS``), in the
+    #: fused distance kernel.
+    DISTANCE = "distance"
+    #: A table per head and distance multiplying ``q_i.k_j`` (``DISTANCE_SCALE``).
+    DISTANCE_FACTOR = "distance_factor"
+    #: Rows per query and clipped distance, a value table by clipped distance (Shaw).
+    CLIPPED = "clipped"
+    #: Products of the query or key with a vector per distance (Transformer-XL, Huang 4).
+    ROWS = "rows"
+    #: The rotation of queries and keys (RoPE).
+    ROTARY = "rotary"
+    #: Extra query and key dimensions in torch's fused attention (``LOW_RANK``).
+    EXTRA_DIMENSIONS = "extra dimensions"
+    #: A distance bias that equals extra dimensions under the causal mask (causal ALiBi),
+    #: and runs as :attr:`DISTANCE` without it.
+    CAUSAL_EXTRA_DIMENSIONS = "extra dimensions when causal"
+
+
+#: The families that are Triton kernels of this package, each self-checked.
+TRITON_FAMILIES = (KernelFamily.DISTANCE, KernelFamily.DISTANCE_FACTOR, KernelFamily.CLIPPED,
+                   KernelFamily.ROWS, KernelFamily.ROTARY)
+
+
+@dataclass(frozen=True)
+class FusedKernel:
+    """How a term can run fused: its kernel family, and for :attr:`KernelFamily.CLIPPED`
+    the number of clipped distances, whose columns a tile of the kernel keeps."""
+
+    family: KernelFamily
+    clipped_rows: int = 0
+
+
 @dataclass
 class Window:
     """A table over a range of positions or distances: ``table[..., x - lo]`` for

@@ -22,6 +22,7 @@ import random
 import pytest
 import torch
 
+from fairseq_posenc.context import KernelFamily
 from fairseq_posenc.attention import PositionalMultiheadAttention
 from interpreted import DEVICE, kernel_module
 from model_utils import assert_kernels_agree, build_attention, build_model
@@ -396,7 +397,7 @@ def test_pos_kernels_flag(choice, expected, monkeypatch):
     from fairseq_posenc.models import choose_kernels
     from test_decoding import random_source
 
-    monkeypatch.setattr(attention, "fused_by_default", lambda kernel, x: True)
+    monkeypatch.setattr(attention, "fused_by_default", lambda family, x, dropout=False: True)
     model, d = build_model("t5", ["--pos-kernels", choice])
     model.to(DEVICE)
     src, lengths = random_source(d)
@@ -457,9 +458,10 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     compile, is refused with a warning."""
     self_check = kernel_module("self_check")
     dtype = torch.float16
-    for family in ("distance", "distance_factor", "clipped", "rows"):
-        assert self_check.self_check(family, torch.device(DEVICE), dtype)
-        assert self_check.self_check(f"{family} dropout", torch.device(DEVICE), dtype)
+    for family in (KernelFamily.DISTANCE, KernelFamily.DISTANCE_FACTOR, KernelFamily.CLIPPED,
+                   KernelFamily.ROWS):
+        assert self_check.self_check(family, False, torch.device(DEVICE), dtype)
+        assert self_check.self_check(family, True, torch.device(DEVICE), dtype)
 
     def off(*args, **kwargs):
         out = kernels.distance_attention(*args, **kwargs)
@@ -468,14 +470,16 @@ def test_self_check_passes_and_catches_a_wrong_kernel(monkeypatch):
     monkeypatch.setattr(self_check, "distance_attention", off)
     with pytest.warns(RuntimeWarning, match="distance kernel is not used .* output "
                       "is off by .* tensors instead"):
-        assert not self_check.self_check("distance", torch.device(DEVICE), dtype)
+        assert not self_check.self_check(KernelFamily.DISTANCE, False, torch.device(DEVICE),
+                                         dtype)
 
     def broken(*args, **kwargs):
         raise RuntimeError("out of resource: shared memory")
 
     monkeypatch.setattr(self_check, "distance_attention", broken)
     with pytest.warns(RuntimeWarning, match="failed to run: .*shared memory"):
-        assert not self_check.self_check("distance", torch.device(DEVICE), dtype)
+        assert not self_check.self_check(KernelFamily.DISTANCE, False, torch.device(DEVICE),
+                                         dtype)
 
 
 def naive_shaw(q, k, v, a_key, a_value, r_lo, q_offset, padding, causal, keep=None,
@@ -564,7 +568,7 @@ def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
     in torch; Shaw's rows: per row): ``torch.use_deterministic_algorithms(True)`` keeps
     the fused kernel."""
     import fairseq_posenc.attention as attention
-    monkeypatch.setattr(attention, "fused_by_default", lambda kernel, x: True)
+    monkeypatch.setattr(attention, "fused_by_default", lambda family, x, dropout=False: True)
     x = torch.randn(5, 2, 8, device=DEVICE)
     saved = torch.are_deterministic_algorithms_enabled()
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fairseq_posenc.context import KernelFamily
 from fairseq_posenc.encodings.rope import Rope, rotate_pairs
 from interpreted import DEVICE, kernel_module
 from model_utils import assert_kernels_agree, build_model
@@ -104,7 +105,7 @@ def test_auto_rotates_a_decoding_step_by_one_matrix(monkeypatch):
     from fairseq_posenc.encodings import PositionContext
 
     calls = []
-    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x: True)
+    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x, dropout=False: True)
     monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(a[0].size(2)) or
                         rotate_pairs(*a))
     rope = Rope(head_dim=16, base=10000.0)
@@ -119,7 +120,7 @@ def test_pos_kernels_torch_keeps_the_complex_rotation(monkeypatch):
     import fairseq_posenc.encodings.rope as rope_module
 
     calls = []
-    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x: True)
+    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x, dropout=False: True)
     monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(1) or rotate_pairs(*a))
     for choice, expected in (("torch", 0), ("auto", 4)):  # q and k in 2 encoder layers
         calls.clear()
@@ -132,8 +133,10 @@ def test_pos_kernels_torch_keeps_the_complex_rotation(monkeypatch):
 
 def test_self_check_of_the_rotation(monkeypatch):
     self_check = kernel_module("self_check")
-    assert self_check.self_check("rotary", torch.device(DEVICE), torch.float16)
+    assert self_check.self_check(KernelFamily.ROTARY, False, torch.device(DEVICE),
+                                 torch.float16)
     monkeypatch.setattr(self_check, "rotate", lambda x, rot: rotate_pairs(x, rot.conj()))
     with pytest.warns(RuntimeWarning, match="rotary kernel is not used .* output is off "
                       "by .* complex64 instead"):
-        assert not self_check.self_check("rotary", torch.device(DEVICE), torch.float16)
+        assert not self_check.self_check(KernelFamily.ROTARY, False, torch.device(DEVICE),
+                                 torch.float16)

@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import KernelFamily, PositionContext, PositionKind, Window
 from ..kernels import fused_by_default
 from .base import PositionEncoding
 from .flags import Flag
@@ -136,7 +136,7 @@ class Rope(PositionEncoding):
         end = q_offset + q.size(-2)
         rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
-                                      and fused_by_default("rotary", q)):
+                                      and fused_by_default(KernelFamily.ROTARY, q)):
             from ..kernels.rotary import rotate
 
             return rotate(q, rotation), rotate(k, rotation)

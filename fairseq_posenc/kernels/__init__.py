@@ -12,6 +12,8 @@ from typing import ContextManager
 import torch
 from torch import Tensor
 
+from ..context import KernelFamily
+
 #: Dtypes in which ``"auto"`` uses a fused kernel. float32 keeps torch's path: its position
 #: terms cost little there beside float32's own arithmetic, and torch's path keeps its
 #: products free of TF32 rounding (``docs/decisions.md``, "Half precision only").
@@ -28,11 +30,12 @@ def on_device_of(x: Tensor) -> ContextManager:
     return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-def fused_by_default(kernel: str, x: Tensor) -> bool:
-    """``"auto"``'s choice for ``kernel`` (a key of :data:`.self_check.CHECKS`) on ``x``:
-    on CUDA, in half precision, with Triton, once the kernel has been verified there."""
+def fused_by_default(family: KernelFamily, x: Tensor, dropout: bool = False) -> bool:
+    """``"auto"``'s choice for a Triton kernel ``family`` (with attention dropout: its
+    dropout variant) on ``x``: on CUDA, in half precision, with Triton, once the family has
+    been verified there (:func:`.self_check.verified`)."""
     if not (x.is_cuda and x.dtype in FUSED_DTYPES and triton_available()):
         return False
     from .self_check import verified
 
-    return verified(kernel, x.device, x.dtype)
+    return verified(family, dropout, x.device, x.dtype)

@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..context import KernelFamily
 from ..positions import expand_distance_bias
 from .distance import (
     clipped_relative_attention,
@@ -43,30 +44,35 @@ from .rotary import rotate
 #: rounded to the input dtype for the products (bf16: 8 bits).
 TOLERANCE = 3e-2
 
-_VERDICTS: dict[tuple[str, str, torch.dtype], bool] = {}
+_VERDICTS: dict[tuple[KernelFamily, bool, str, torch.dtype], bool] = {}
 
 
-def verified(kernel: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether ``kernel`` (a key of :data:`CHECKS`) agreed with the path it replaces on
-    ``device`` in ``dtype`` (checked once per process)."""
-    key = (kernel, str(device), dtype)
+def verified(family: KernelFamily, dropout: bool, device: torch.device,
+             dtype: torch.dtype) -> bool:
+    """Whether ``family`` (with ``dropout``: its dropout variant; a key of :data:`CHECKS`)
+    agreed with the path it replaces on ``device`` in ``dtype`` (checked once per
+    process)."""
+    key = (family, dropout, str(device), dtype)
     if key not in _VERDICTS:
-        _VERDICTS[key] = self_check(kernel, device, dtype)
+        _VERDICTS[key] = self_check(family, dropout, device, dtype)
     return _VERDICTS[key]
 
 
-def self_check(kernel: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """Run ``kernel``'s check; warn and return False on an error or a disagreement."""
+def self_check(family: KernelFamily, dropout: bool, device: torch.device,
+               dtype: torch.dtype) -> bool:
+    """Run the check of ``family`` (``dropout``: its dropout variant); warn and return
+    False on an error or a disagreement."""
+    name = f"{family.value}{' dropout' if dropout else ''}"
     try:
         with torch.enable_grad():
-            problem = CHECKS[kernel](device, dtype)
+            problem = CHECKS[family, dropout](device, dtype)
     except Exception as error:  # a compile or launch failure: fall back, say why
         problem = f"it failed to run: {error!r:.300}"
     if problem is None:
         return True
     warnings.warn(
-        f"fairseq-posenc: the fused {kernel} kernel is not used on {device} in {dtype}: "
-        f"{problem}. {FALLBACKS[kernel]} instead (same numbers, slower). Please report it "
+        f"fairseq-posenc: the fused {name} kernel is not used on {device} in {dtype}: "
+        f"{problem}. {FALLBACKS[family]} instead (same numbers, slower). Please report it "
         "with your GPU, torch and triton versions.", RuntimeWarning, stacklevel=3)
     return False
 
@@ -280,21 +286,25 @@ def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
     return _disagreement(("output", "dx"), got, ref, "80 positions, d_h 64")
 
 
-#: One check per family of kernel variants, so that a model compiles only what it uses.
-CHECKS: dict[str, Callable[[torch.device, torch.dtype], Optional[str]]] = {
-    "distance": check_distance,
-    "distance_factor": check_distance_factor,
-    "clipped": check_clipped,
-    "rows": check_rows,
-    "rotary": check_rotary,
+#: One check per family of kernel variants and dropout (``(family, dropout)``), so that a
+#: model compiles only what it uses; the families are those terms declare
+#: (:class:`~fairseq_posenc.context.FusedKernel`).
+_CHECKS: dict[KernelFamily, Callable[..., Optional[str]]] = {
+    KernelFamily.DISTANCE: check_distance,
+    KernelFamily.DISTANCE_FACTOR: check_distance_factor,
+    KernelFamily.CLIPPED: check_clipped,
+    KernelFamily.ROWS: check_rows,
+    KernelFamily.ROTARY: check_rotary,
 }
+CHECKS: dict[tuple[KernelFamily, bool], Callable[[torch.device, torch.dtype], Optional[str]]] = {
+    (family, False): check for family, check in _CHECKS.items()}
+CHECKS.update({(family, True): functools.partial(_CHECKS[family], dropout_p=CHECK_DROPOUT)
+               for family in _CHECKS if family is not KernelFamily.ROTARY})
 FALLBACKS = {
-    "distance": "Distance biases run as (B, H, T, T) tensors",
-    "distance_factor": "Distance factors run on the explicit path",
-    "clipped": "Shaw's terms run on the explicit path",
-    "rows": "Transformer-XL's and Huang et al.'s method 4's terms run as (B, H, T, T) biases",
-    "rotary": "RoPE rotates q and k in complex64",
+    KernelFamily.DISTANCE: "Distance biases run as (B, H, T, T) tensors",
+    KernelFamily.DISTANCE_FACTOR: "Distance factors run on the explicit path",
+    KernelFamily.CLIPPED: "Shaw's terms run on the explicit path",
+    KernelFamily.ROWS: "Transformer-XL's and Huang et al.'s method 4's terms run as "
+                       "(B, H, T, T) biases",
+    KernelFamily.ROTARY: "RoPE rotates q and k in complex64",
 }
-for _family in ("distance", "distance_factor", "clipped", "rows"):
-    CHECKS[f"{_family} dropout"] = functools.partial(CHECKS[_family], dropout_p=CHECK_DROPOUT)
-    FALLBACKS[f"{_family} dropout"] = FALLBACKS[_family]
