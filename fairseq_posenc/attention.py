@@ -7,8 +7,9 @@ override (``docs/fairseq-notes.md``; ``docs/decisions.md``, "Replacing forward")
 
 Logits ``c_ij * s_ij + b_ij``: ``c_ij = q_i.k_j`` (``q`` scaled) or a term's replacement,
 ``s_ij`` a factor by distance, ``b_ij`` additive terms and masks; output ``softmax(e) v``
-plus any value term. Each term declares its kind (:class:`~fairseq_posenc.context.
-PositionKind`); a call takes one path, each giving the same numbers up to rounding:
+plus any value term. Each term declares its kind and kernel family; :func:`~fairseq_posenc.
+plan.plan_attention` picks one path per call from those alone, and ``forward`` runs it. The
+paths give the same numbers up to rounding:
 
 * fused -- ``F.scaled_dot_product_attention``, additive terms in its float mask,
   ``LOW_RANK`` terms (and causal ALiBi) as extra q, k dimensions (:func:`concat_low_rank`);
@@ -27,8 +28,7 @@ q_len``. Which kind takes which path: ``docs/architecture.md``; why: ``docs/deci
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, Literal, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -36,31 +36,18 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor
 
 from .context import KernelFamily, PositionContext, PositionKind, PositionScope
-from .encodings.base import (
-    DistanceRows,
-    PositionEncoding,
-    low_rank_bias,
-    low_rank_operands,
+from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
+from .plan import (
+    AttachedPositions,
+    Call,
+    DistanceKernel,
+    LowRankKernel,
+    Path,
+    Plan,
+    plan_attention,
 )
-from .kernels import fused_by_default
 
-#: ``"auto"``: the concatenated low-rank kernel on CUDA, the bias on CPU.
-LowRankKernel = Literal["auto", "concat", "bias"]
-#: ``"auto"``: the fused Triton kernel on CUDA in half precision
-#: (:func:`~fairseq_posenc.kernels.fused_by_default`), the bias elsewhere.
-DistanceKernel = Literal["auto", "fused", "bias"]
-#: Kinds that add a ``len x len`` (or larger) tensor to the logits.
-MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
-                        PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
-                        PositionKind.PROJECTION})
-#: Kinds that need the logits written out (the explicit path), unless fused.
-NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
-                          PositionKind.PROBABILITIES})
-#: Additive kinds that depend on positions only, given the padding.
-CONTENT_FREE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
-                          PositionKind.LOW_RANK})
-#: Kinds the fused distance kernel runs (:mod:`fairseq_posenc.kernels.distance`).
-FUSED_DISTANCE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.DISTANCE_SCALE})
+__all__ = ["AttachedPositions", "PositionalMultiheadAttention", "concat_low_rank"]
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -113,11 +100,12 @@ def _additive_term(term: PositionEncoding, q: Tensor, k: Tensor, tgt_len: int, s
 def _logit_terms(
     terms: Sequence[PositionEncoding], q: Tensor, k: Tensor, tgt_len: int, src_len: int,
     q_offset: int, padding_mask: Optional[Tensor], ctx: PositionContext,
-    skip: Sequence[PositionEncoding] = (),
+    skip: Sequence[PositionEncoding] = (), by_rows: Sequence[PositionEncoding] = (),
 ) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
     """What ``terms`` (but ``skip``) do to the logits: ``content`` replacing ``q.k``, a
     ``scale`` multiplying the content logits and an additive ``bias``; None where no term
-    has one. ``q`` is scaled; ``padding_mask`` as for :func:`_additive_term`."""
+    has one. ``q`` is scaled; ``padding_mask`` as for :func:`_additive_term`; ``by_rows``:
+    terms that one query reads as products by distance (:attr:`.plan.Plan.one_query_rows`)."""
     content: Optional[Tensor] = None
     scale: Optional[Tensor] = None
     bias: Optional[Tensor] = None
@@ -132,11 +120,9 @@ def _logit_terms(
         if kind is PositionKind.CONTENT_LOGITS:
             content = term.content_logits(q, k, q_offset, ctx)
             continue
-        if tgt_len == 1 and term.by_distance_rows:
-            one_query = term.distance_rows(q, k, q_offset, ctx)
-            if one_query is not None:  # a decoding step: products, no gather
-                content = one_query.one_query_logits(k, q_offset)
-                continue
+        if term in by_rows:  # one query (a decoding step): products, no gather
+            content = term.distance_rows(q, k, q_offset, ctx).one_query_logits(k, q_offset)
+            continue
         add = _additive_term(term, q, k, tgt_len, src_len, q_offset, padding_mask, ctx)
         if add is not None:
             bias = add if bias is None else bias + add
@@ -160,73 +146,6 @@ def concat_low_rank(q: Tensor, k: Tensor,
         qs.append(q.new_zeros(batch, heads, q.size(2), extra))
         ks.append(k.new_zeros(batch, heads, k.size(2), extra))
     return torch.cat(qs, dim=-1), torch.cat(ks, dim=-1)
-
-
-@dataclass(frozen=True)
-class AttachedPositions:
-    """A layer's position terms and its stack's scope. A plain object, not a submodule:
-    the stack owns (registers) the encodings, and may share one between layers.
-
-    The terms grouped by kind once, when attached: a kind never changes after a term is
-    built, and beam search calls the layer once per step and layer, where every Python
-    operation counts (see :meth:`PositionalMultiheadAttention.forward`)."""
-
-    encoding: Optional[PositionEncoding]
-    terms: tuple[PositionEncoding, ...]
-    scope: PositionScope
-    #: ``PROJECTION`` terms; ``ROTATION`` terms; ``PROBABILITIES`` terms (a value term).
-    projections: tuple[PositionEncoding, ...] = ()
-    rotations: tuple[PositionEncoding, ...] = ()
-    on_probabilities: tuple[PositionEncoding, ...] = ()
-    #: Terms read by clipped distance (``by_clipped_distance``): a decoding step adds
-    #: their rows by key to its keys and values (:meth:`PositionEncoding.rows_by_key`).
-    by_key: tuple[PositionEncoding, ...] = ()
-    #: Two or more terms whose step row depends on positions only (:data:`CONTENT_FREE`;
-    #: a step has no padding; TUPE-R's): summed once per decoding step for the layers
-    #: that share them. One such term reads its own cached row (a ``narrow``): cheaper
-    #: than looking up a sum where layers have their own tables (``diet_rel``;
-    #: docs/decisions.md, "Decoding steps").
-    #: ``step_terms``: the terms a decoding step computes itself (not ``by_key``), and
-    #: ``step_value_terms`` those of them with a value term.
-    content_free: tuple[PositionEncoding, ...] = ()
-    step_terms: tuple[PositionEncoding, ...] = ()
-    step_value_terms: tuple[PositionEncoding, ...] = ()
-    #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
-    #: :data:`NEEDS_LOGITS`).
-    sized: tuple[PositionEncoding, ...] = ()
-    #: Whether a term needs the logits written out (:data:`NEEDS_LOGITS`).
-    needs_logits: bool = False
-
-    @classmethod
-    def of(cls, encoding: Optional[PositionEncoding], scope: PositionScope,
-           extra_terms: Sequence[PositionEncoding] = ()) -> "AttachedPositions":
-        """``encoding`` None: no position term of its own (``--pos-layers first``).
-        ``extra_terms``: further terms, e.g. segment attention."""
-        own = () if encoding is None else encoding.terms()
-        terms = (*own, *extra_terms)
-
-        def of_kind(*kinds: PositionKind) -> tuple[PositionEncoding, ...]:
-            return tuple(t for t in terms if t.kind in kinds)
-
-        by_key = tuple(t for t in terms if t.by_clipped_distance)
-        content_free = of_kind(*CONTENT_FREE)
-        if len(content_free) < 2:
-            content_free = ()
-        step_terms = tuple(t for t in terms if t not in by_key and t not in content_free)
-        return cls(encoding, terms, scope,
-                   projections=of_kind(PositionKind.PROJECTION),
-                   rotations=of_kind(PositionKind.ROTATION),
-                   on_probabilities=of_kind(PositionKind.PROBABILITIES),
-                   by_key=by_key, content_free=content_free,
-                   step_terms=step_terms,
-                   step_value_terms=tuple(t for t in step_terms
-                                          if t.kind is PositionKind.PROBABILITIES),
-                   sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
-                   needs_logits=bool(of_kind(*NEEDS_LOGITS)))
-
-    @property
-    def content_scale(self) -> float:
-        return 1.0 if self.encoding is None else self.encoding.content_scale
 
 
 class PositionalMultiheadAttention(MultiheadAttention):
@@ -280,65 +199,27 @@ class PositionalMultiheadAttention(MultiheadAttention):
         """Every position term this layer applies, its encoding's and the extra ones."""
         return self._positions.terms
 
-    def _concatenates(self, term: PositionEncoding, q: Tensor, src_len: int,
-                      attn_mask: Optional[Tensor]) -> bool:
-        """Whether ``term`` runs as extra query and key dimensions on the fused path."""
-        if self.low_rank_kernel == "bias" or (self.low_rank_kernel == "auto" and not q.is_cuda):
-            return False
-        if term.kind is PositionKind.LOW_RANK:
-            return True
-        # A distance bias that is exactly low-rank under the causal mask (causal ALiBi).
-        return (term.low_rank_exact and attn_mask is not None
-                and src_len <= term.max_len)
-
-    def _fuses_distance(self, term: PositionEncoding, q: Tensor, tgt_len: int, src_len: int,
-                        attn_mask: Optional[Tensor]) -> bool:
-        """Whether the one ``len x len`` term, a ``DISTANCE_BIAS`` or ``DISTANCE_SCALE``,
-        Shaw's, or a content term by distance (whose clip :meth:`forward` checks), runs in
-        the fused distance kernel (:mod:`fairseq_posenc.kernels.distance`)."""
-        if not (term.kind in FUSED_DISTANCE or term.by_clipped_distance
-                or term.by_distance_rows) or self.distance_kernel == "bias":
-            return False
-        # fairseq gives self-attention one attn_mask, the decoder's future mask over a
-        # full sequence: the kernel reads it as causality.
-        if attn_mask is not None and tgt_len != src_len:
-            return False
-        family = (KernelFamily.CLIPPED if term.by_clipped_distance
-                  else KernelFamily.ROWS if term.by_distance_rows
-                  else KernelFamily.DISTANCE_FACTOR if term.kind is PositionKind.DISTANCE_SCALE
-                  else KernelFamily.DISTANCE)
-        if not (self.distance_kernel == "fused"
-                or fused_by_default(family, q, bool(self._dropout_p()))):
-            return False
-        if term.by_clipped_distance:  # its rows must fit a tile
-            from .kernels.distance import clipped_rows_fit
-
-            return clipped_rows_fit(term.clipped_rows)
-        return True
-
-    def _fused_distance(self, term: PositionEncoding, q: Tensor, k: Tensor, v: Tensor,
+    def _fused_distance(self, plan: Plan, q: Tensor, k: Tensor, v: Tensor,
                         tgt_len: int, src_len: int, q_offset: int,
                         key_padding_mask: Optional[Tensor], causal: bool,
-                        ctx: PositionContext, rows: Optional[DistanceRows]) -> Tensor:
-        """The attention with ``term`` in the fused distance kernel, ``(B, H, q, d_h)``;
-        ``q`` and ``k`` carry any concatenated low-rank dimensions already; ``rows``: a
-        term's :meth:`~PositionEncoding.distance_rows`. Attention dropout is the
-        kernel's own: the same distribution as fairseq's, its mask drawn inside the tiles
-        (:func:`~fairseq_posenc.kernels.distance.dropout_keep`)."""
+                        ctx: PositionContext) -> Tensor:
+        """The attention with the plan's term in the fused distance kernel, ``(B, H, q,
+        d_h)``; ``q`` and ``k`` carry any concatenated low-rank dimensions already.
+        Attention dropout is the kernel's own: the same distribution as fairseq's, its
+        mask drawn inside the tiles (:func:`~fairseq_posenc.kernels.distance.dropout_keep`)."""
         from .kernels.distance import (
             clipped_relative_attention,
             distance_attention,
             distance_rows_attention,
         )
 
-        dropout_p = self._dropout_p()
-
-        if rows is not None:  # Transformer-XL, Huang 4: products read by distance
+        term, dropout_p = plan.fused, self._dropout_p()
+        if plan.family is KernelFamily.ROWS:  # Transformer-XL, Huang 4: products by distance
+            rows = term.distance_rows(q, k, q_offset, ctx)
             return distance_rows_attention(rows.q_content, k, v, rows.query, rows.r_lo,
                                            q_offset, key_padding_mask, causal, rows.key,
                                            dropout_p)
-
-        if term.by_clipped_distance:  # Shaw: rows per query, the value term by distance
+        if plan.family is KernelFamily.CLIPPED:  # Shaw: rows per query, values by distance
             key_rows, value_table, r_lo = term.clipped_tables(q)
             out, by_distance = clipped_relative_attention(
                 q, k, v, key_rows, r_lo, q_offset, key_padding_mask, causal,
@@ -349,7 +230,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         table, r_lo = term.distance_table(tgt_len, src_len, q_offset, ctx)
         return distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
                                   causal=causal,
-                                  factor=term.kind is PositionKind.DISTANCE_SCALE,
+                                  factor=plan.family is KernelFamily.DISTANCE_FACTOR,
                                   dropout_p=dropout_p)
 
     def forward(
@@ -370,15 +251,22 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 "fairseq-posenc self-attention does not support static_kv / before_softmax"
             )
         positions = self._positions
-        terms = positions.terms
         ctx: PositionContext = positions.scope.context
         tgt_len, bsz, _ = query.shape
         saved = None if incremental_state is None else self._get_input_buffer(incremental_state)
-        if (saved is not None and tgt_len == 1 and key_padding_mask is None
-                and attn_mask is None and not (need_weights or need_head_weights)
-                and not positions.projections
-                and saved.get("prev_key_padding_mask") is None):
-            return self._decode_step(query, incremental_state, saved, positions, ctx), None
+        cached = _cached_length(saved)
+        need_weights = need_weights or need_head_weights
+        plan = plan_attention(positions, Call(
+            query.device, query.dtype, tgt_len, cached + tgt_len,
+            causal=attn_mask is not None,
+            padding=key_padding_mask is not None or (
+                saved is not None and saved.get("prev_key_padding_mask") is not None),
+            dropout=self._dropout_p() > 0, need_weights=need_weights,
+            incremental=saved is not None, grad=torch.is_grad_enabled(),
+        ), self.low_rank_kernel, self.distance_kernel)
+        if plan.path is Path.STEP:
+            return self._decode_step(query, incremental_state, saved, positions, ctx,
+                                     plan), None
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.view(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -394,7 +282,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
         v = split_heads(self.v_proj(kv_input))
         q_scale = self.scaling * positions.content_scale
         for term in positions.rotations:  # it scales q too
-            q, k = term.rotate_qk(q, k, _cached_length(saved), ctx, q_scale)
+            q, k = term.rotate_qk(q, k, cached, ctx, q_scale)
             q_scale = 1.0
         if q_scale != 1.0:
             q = q * q_scale
@@ -405,43 +293,24 @@ class PositionalMultiheadAttention(MultiheadAttention):
         src_len = k.size(2)
         q_offset = src_len - tgt_len
 
-        need_weights = need_weights or need_head_weights
-        explicit = need_weights or tgt_len == 1
-        concatenated = [] if explicit else [
-            t for t in terms if self._concatenates(t, q, src_len, attn_mask)]
-        sized = [t for t in positions.sized if t not in concatenated]
-        fused = (sized[0] if not explicit and len(sized) == 1
-                 and self._fuses_distance(sized[0], q, tgt_len, src_len, attn_mask) else None)
-        rows: Optional[DistanceRows] = None
-        if fused is not None and fused.by_distance_rows:
-            rows = fused.distance_rows(q, k, q_offset, ctx)
-            if rows is None:  # a clip shorter than the sentence: the bias path
-                fused = None
-        if fused is None and positions.needs_logits:
-            explicit, concatenated = True, []
-        elif sized and fused is None:
-            # Another term adds a len x len bias anyway (TUPE-R's buckets without the
-            # fused kernel): the low-rank term joins it, computed once per forward for
-            # all layers, cheaper than extra dimensions in every layer
-            # (docs/decisions.md, "Low-rank terms as extra dimensions").
-            concatenated = []
-
         def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
             """``[q, P_Q ...]``, ``[k, P_K ...]`` for the concatenated low-rank terms."""
             return concat_low_rank(q, k, [
                 low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
-                for t in concatenated])
+                for t in plan.concatenated])
 
-        if fused is not None:
-            if concatenated:  # TUPE-R's low-rank part (never beside Shaw's rows)
+        if plan.path is Path.FUSED_DISTANCE:
+            if plan.concatenated:  # TUPE-R's low-rank part (never beside Shaw's rows)
                 q, k = concatenate(q, k)
-            out = self._fused_distance(fused, q, k, v, tgt_len, src_len, q_offset,
-                                       key_padding_mask, attn_mask is not None, ctx, rows)
+            out = self._fused_distance(plan, q, k, v, tgt_len, src_len, q_offset,
+                                       key_padding_mask, attn_mask is not None, ctx)
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
             return self.out_proj(out), None
 
-        content, scale, mask = _logit_terms(terms, q, k, tgt_len, src_len, q_offset,
-                                            input_padding_mask, ctx, skip=concatenated)
+        content, scale, mask = _logit_terms(positions.terms, q, k, tgt_len, src_len,
+                                            q_offset, input_padding_mask, ctx,
+                                            skip=plan.concatenated,
+                                            by_rows=plan.one_query_rows)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -450,16 +319,9 @@ class PositionalMultiheadAttention(MultiheadAttention):
             mask = mask.masked_fill(pad, float("-inf"))
         if mask is not None and mask.dtype != q.dtype:
             mask = mask.to(q.dtype)
-        if (mask is not None and mask.requires_grad and q.device.type == "cpu"
-                and not explicit):
-            explicit = True  # the CPU fused kernel would not differentiate the mask
-            for term in concatenated:  # so these are biases after all
-                mask = mask + _additive_term(term, q, k, tgt_len, src_len, q_offset,
-                                             input_padding_mask, ctx)
-            concatenated = []
 
         probs: Optional[Tensor] = None
-        if explicit:
+        if plan.path is Path.EXPLICIT:
             logits = torch.matmul(q, k.transpose(-1, -2)) if content is None else content
             if scale is not None:
                 logits = logits * scale.to(q.dtype)
@@ -480,7 +342,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
             for term in positions.on_probabilities:
                 out = out + term.value_term(dropped, q_offset, ctx)
         else:
-            if concatenated:
+            if plan.concatenated:
                 q, k = concatenate(q, k)
             if mask is not None and mask.dim() < 4:
                 mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
@@ -517,7 +379,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
     def _decode_step(self, query: Tensor,
                      incremental_state: Dict[str, Dict[str, Optional[Tensor]]],
                      saved: Dict[str, Optional[Tensor]], positions: AttachedPositions,
-                     ctx: PositionContext) -> Tensor:
+                     ctx: PositionContext, plan: Plan) -> Tensor:
         """A step of beam search: one query per row, no padding, no weights asked; the
         explicit path's numbers with the fewest operations for the host to dispatch,
         which is what bounds beam search on a GPU (``docs/decisions.md``, "Decoding
@@ -549,7 +411,8 @@ class PositionalMultiheadAttention(MultiheadAttention):
             if value_table is not None:
                 value_rows.append(value_table)
         content, scale, bias = _logit_terms(positions.step_terms, q, k, 1, src_len,
-                                            q_offset, None, ctx)
+                                            q_offset, None, ctx,
+                                            by_rows=plan.one_query_rows)
         if positions.content_free:
             def step_bias() -> Tensor:
                 total = _logit_terms(positions.content_free, q, k, 1, src_len, q_offset,

@@ -63,6 +63,27 @@ class PositionKind(enum.Enum):
     PROJECTION = "projection of keys and values"
 
 
+# What each kind asks of the attention, declared with the kinds; the planner
+# (:mod:`fairseq_posenc.plan`) reads these sets.
+
+#: Kinds that add a ``len x len`` (or larger) tensor to the logits.
+MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
+                        PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
+                        PositionKind.PROJECTION})
+#: Kinds that need the logits written out (the explicit path), unless fused.
+NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
+                          PositionKind.PROBABILITIES})
+#: Additive kinds that depend on positions only, given the padding.
+CONTENT_FREE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
+                          PositionKind.LOW_RANK})
+#: Additive kinds whose tensor reads the queries or keys (so it has a gradient whenever
+#: autograd records).
+READS_CONTENT = frozenset({PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
+                           PositionKind.PROJECTION})
+#: Kinds added to the float mask (:data:`MASK_SIZED` and the low-rank bias).
+ADDITIVE = MASK_SIZED | {PositionKind.LOW_RANK}
+
+
 class KernelFamily(enum.Enum):
     """A family of fused kernels that computes a term without its ``len x len`` tensor
     (:class:`FusedKernel`). The Triton families run by default only once checked on the

@@ -13,7 +13,7 @@ In the causal decoder the bias is also exactly a rank-1 term over key positions:
 which a softmax ignores. :meth:`Alibi.factors` gives it as ``P_Q[i] . P_K[j] = m_h j``
 (``j`` split as ``16 floor(j/16) + (j mod 16)``, two parts that bf16 and fp16 hold exactly
 up to ``j = 4095``), so that a fused attention kernel can run it with the causal mask and
-no ``T x T`` bias (``low_rank_exact``). Keys after the query get ``m_h j`` instead of
+no ``T x T`` bias (``KernelFamily.CAUSAL_EXTRA_DIMENSIONS``). Keys after the query get ``m_h j`` instead of
 ``-m_h (j - i)``; the causal mask removes both.
 
 Not proposed by the papers this project reproduces; included because researchers comparing
@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..context import PositionContext
+from ..context import FusedKernel, KernelFamily, PositionContext
 from .base import RelativeScalarBias
 from .registry import register_encoding
 
@@ -54,8 +54,8 @@ class Alibi(RelativeScalarBias):
     def __init__(self, num_heads: int, causal: bool = False) -> None:
         super().__init__()
         self.register_buffer("slopes", torch.tensor(alibi_slopes(num_heads)), persistent=False)
-        #: Causal: the bias also has the exact rank-1 form of :meth:`factors`.
-        self.low_rank_exact = causal
+        if causal:  # the bias also has the exact rank-1 form of :meth:`factors`
+            self.fused_kernel = FusedKernel(KernelFamily.CAUSAL_EXTRA_DIMENSIONS)
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

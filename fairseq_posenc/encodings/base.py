@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from .flags import Flag, add_flags, check_flags
 from ..positions import (
     clipped_index,
@@ -182,37 +182,42 @@ class PositionEncoding(nn.Module):
     kind: PositionKind
     #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
     content_scale: float = 1.0
-    #: A ``DISTANCE_BIAS`` that equals a ``LOW_RANK`` term (:meth:`factors`, over
-    #: :attr:`max_len` positions) under the causal mask, up to a constant per query, which
-    #: a softmax ignores (causal ALiBi).
-    low_rank_exact: bool = False
-    #: A ``CONTENT_BIAS`` / ``PROBABILITIES`` term read by clipped distance (Shaw): the
-    #: bias is ``key_rows[b, h, i, clip(j - i) - r_lo]`` and the value term the
-    #: probabilities summed by clipped distance times a table (:meth:`clipped_tables`),
-    #: which the fused distance kernel runs without a ``len x len`` tensor.
-    by_clipped_distance: bool = False
-    #: ``by_clipped_distance``: the number ``R`` of clipped distances.
-    clipped_rows: int = 0
+    #: How the term can run fused, its kernel family (None: no fused kernel); the planner
+    #: (:mod:`fairseq_posenc.plan`) reads it, and each family's hooks are below:
+    #:
+    #: * ``DISTANCE``, ``DISTANCE_FACTOR``: :meth:`RelativeScalarBias.distance_table`;
+    #: * ``CAUSAL_EXTRA_DIMENSIONS``: a ``DISTANCE_BIAS`` that equals a ``LOW_RANK`` term
+    #:   (:meth:`factors`, over :attr:`max_len` positions) under the causal mask, up to a
+    #:   constant per query, which a softmax ignores (causal ALiBi);
+    #: * ``CLIPPED``: a ``CONTENT_BIAS`` / ``PROBABILITIES`` term read by clipped distance
+    #:   (Shaw): the bias is ``key_rows[b, h, i, clip(j - i) - r_lo]`` and the value term
+    #:   the probabilities summed by clipped distance times a table
+    #:   (:meth:`clipped_tables`, :meth:`rows_by_key`);
+    #: * ``ROWS``: a ``CONTENT_BIAS`` of the query or key against a vector per distance
+    #:   (Transformer-XL, Huang et al.'s method 4) given as products
+    #:   (:meth:`rows_cover`, :meth:`distance_rows`);
+    #: * ``EXTRA_DIMENSIONS``: a ``LOW_RANK`` term (:meth:`factors`); ``ROTARY``: a rotation.
+    fused_kernel: Optional[FusedKernel] = None
 
-    #: A ``CONTENT_BIAS`` of the query or key against a vector per distance (Transformer-XL,
-    #: Huang et al.'s method 4) that :meth:`distance_rows` gives as products, which the
-    #: fused distance kernel reads by distance without a ``len x len`` tensor.
-    by_distance_rows: bool = False
+    def rows_cover(self, q_len: int, k_len: int, q_offset: int) -> bool:
+        """``ROWS``: whether every distance of this attention has a vector of its own (no
+        clip shorter than the sentence), so that :meth:`distance_rows` gives the term."""
+        raise NotImplementedError
 
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
-                      ctx: PositionContext) -> Optional[DistanceRows]:
-        """``by_distance_rows``: the term as :class:`DistanceRows` (``q`` scaled), or None
-        where a clip makes distances share a vector (then :meth:`logit_bias`)."""
+                      ctx: PositionContext) -> DistanceRows:
+        """``ROWS``, where :meth:`rows_cover`: the term as :class:`DistanceRows` (``q``
+        scaled)."""
         raise NotImplementedError
 
     def clipped_tables(self, q: Tensor) -> tuple[Tensor, Optional[Tensor], int]:
-        """``by_clipped_distance``: ``key_rows`` ``(B, H, q_len, R)`` from the scaled queries,
-        the value table ``(R, d_h)`` (or None: keys only), and ``r_lo``."""
+        """``CLIPPED``: ``key_rows`` ``(B, H, q_len, R)`` from the scaled queries, the
+        value table ``(R, d_h)`` (or None: keys only), and ``r_lo``."""
         raise NotImplementedError
 
     def rows_by_key(self, q_offset: int, k_len: int, dtype: torch.dtype,
                     ctx: PositionContext) -> tuple[Tensor, Optional[Tensor]]:
-        """``by_clipped_distance``, one query at ``q_offset`` (a decoding step): the key
+        """``CLIPPED``, one query at ``q_offset`` (a decoding step): the key
         table's row for each key ``j``, ``(k_len, d_h)``, and the value table's (or None),
         so that the logits are ``q.(k_j + key_rows[j])`` and the output
         ``sum_j p_j (v_j + value_rows[j])``."""
@@ -288,6 +293,7 @@ class RelativeScalarBias(PositionEncoding):
     """
 
     kind = PositionKind.DISTANCE_BIAS
+    fused_kernel = FusedKernel(KernelFamily.DISTANCE)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""

@@ -28,7 +28,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind
 from .base import SHARING_CHOICES, PositionEncoding, init_scalar_table
 from .flags import Flag, max_len_option
 from .registry import register_encoding
@@ -38,6 +38,7 @@ from .registry import register_encoding
 class DietAbs(PositionEncoding):
     name = "diet_abs"
     kind = PositionKind.LOW_RANK
+    fused_kernel = FusedKernel(KernelFamily.EXTRA_DIMENSIONS)
     max_len_flag = "--diet-abs-max-len"
     flags = (
         Flag("--diet-abs-rank", "diet_abs: rank d_p of P_Q, P_K (default: head dimension)",

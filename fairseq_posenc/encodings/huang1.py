@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionKind
+from ..context import FusedKernel, KernelFamily, PositionKind
 from .base import RelativeScalarBias
 from .flags import clip_option
 from .registry import register_encoding
@@ -36,6 +36,7 @@ class Huang1(RelativeScalarBias):
     name = "huang1"
     flags = (clip_option("huang1"),)
     kind = PositionKind.DISTANCE_SCALE
+    fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
     def __init__(self, num_heads: int, clip: int) -> None:
         super().__init__()

@@ -13,7 +13,7 @@ import argparse
 
 from torch import nn
 
-from ..context import PositionKind
+from ..context import FusedKernel, KernelFamily, PositionKind
 from .diet_rel import DietRel
 from .flags import clip_option
 from .huang1 import huang_clip
@@ -25,6 +25,7 @@ class Huang2(DietRel):
     name = "huang2"
     flags = (clip_option("huang2"),)
     kind = PositionKind.DISTANCE_SCALE
+    fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
     def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
         super().__init__(num_heads, max_len, causal)

@@ -14,12 +14,11 @@ Tables start as N(0, 0.02) (BERT's initializer range; the paper's code is BERT).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
     DistanceRows,
@@ -37,7 +36,7 @@ class Huang4(PositionEncoding):
     name = "huang4"
     flags = (clip_option("huang4"),)
     kind = PositionKind.CONTENT_BIAS
-    by_distance_rows = True
+    fused_kernel = FusedKernel(KernelFamily.ROWS)
 
     def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
         super().__init__()
@@ -54,15 +53,20 @@ class Huang4(PositionEncoding):
         """The vectors of distances ``lo..hi`` as ``(H, d_h, R)``."""
         return self.rel_emb[:, lo - self.r_lo:hi - self.r_lo + 1].to(q.dtype).transpose(-1, -2)
 
+    def _unmasked(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
+        """Range of ``r = j - i`` this attention has, less the causally masked ones."""
+        r_min, r_max = distance_range(q_len, k_len, q_offset)
+        return r_min, (min(r_max, 0) if self.causal else r_max)
+
+    def rows_cover(self, q_len: int, k_len: int, q_offset: int) -> bool:
+        """No clip shorter than the sentence."""
+        r_min, r_max = self._unmasked(q_len, k_len, q_offset)
+        return self.r_lo <= r_min and r_max <= self.r_hi
+
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
-                      ctx: PositionContext) -> Optional[DistanceRows]:
-        """``q_i.a_{j-i} + k_j.(a_{j-i} / sqrt(d_h))``; None where the clip is shorter
-        than the sentence."""
-        r_min, r_max = distance_range(q.size(-2), k.size(-2), q_offset)
-        if self.causal:  # later keys are masked
-            r_max = min(r_max, 0)
-        if r_min < self.r_lo or r_max > self.r_hi:
-            return None
+                      ctx: PositionContext) -> DistanceRows:
+        """``q_i.a_{j-i} + k_j.(a_{j-i} / sqrt(d_h))``."""
+        r_min, r_max = self._unmasked(q.size(-2), k.size(-2), q_offset)
         return DistanceRows(q, (q, self._table(q, r_min, r_max)),
                             (k, self._key_table(q, r_min, r_max, ctx)), r_min)
 

@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ..context import KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..kernels import fused_by_default
 from .base import PositionEncoding
 from .flags import Flag
@@ -55,6 +55,7 @@ def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
 class Rope(PositionEncoding):
     name = "rope"
     kind = PositionKind.ROTATION
+    fused_kernel = FusedKernel(KernelFamily.ROTARY)
     flags = (Flag("--rope-base", "rope: base of the rotation frequencies (default 10000)",
                   default=10000.0, type=float, metavar="B"),)
 

@@ -13,7 +13,7 @@ distance (``len x (2k+1)``) and multiplies by ``aV``. Both sums by clipped dista
 value term's, and the key term's gradient) are, on CUDA, a gather and two masked sums, not
 a ``scatter_add`` (:func:`~fairseq_posenc.positions.sum_by_clipped_distance`). On CUDA in
 half precision the same happens inside the fused distance kernel
-(:meth:`clipped_tables`, ``by_clipped_distance``), with no ``len x len`` tensor at all.
+(:meth:`clipped_tables`, the ``CLIPPED`` kernel family), with no ``len x len`` tensor at all.
 
 Deviations: the causal decoder sees only ``c <= 0``, so its tables have the ``k + 1`` rows
 it can use (tensor2tensor allocates ``2k+1`` there and never trains the other ``k``).
@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..positions import clipped_index, read_by_clipped_distance, sum_by_clipped_distance
 from .base import PositionEncoding, clipped_distance_index
 from .flags import Flag
@@ -56,7 +56,7 @@ class Shaw(PositionEncoding):
             nn.init.xavier_uniform_(self.rel_value)
         # keys only: a bias that reads q; with values, a term on the probabilities too
         self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
-        self.by_clipped_distance, self.clipped_rows = True, rows
+        self.fused_kernel = FusedKernel(KernelFamily.CLIPPED, clipped_rows=rows)
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":

@@ -61,7 +61,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..positions import expand_distance_bias
 from .base import (
     PositionEncoding,
@@ -111,6 +111,8 @@ class TupeA(PositionEncoding):
             init_scalar_table(self.theta)
         # The reset replaces a row and a column of the product: no longer low-rank.
         self.kind = PositionKind.PAIR_BIAS if reset_first else PositionKind.LOW_RANK
+        self.fused_kernel = (None if reset_first
+                             else FusedKernel(KernelFamily.EXTRA_DIMENSIONS))
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..positions import distance_range
 from .base import (
     DistanceRows,
@@ -86,7 +86,7 @@ class XLQueryBiases(nn.Module):
 class TransformerXL(PositionEncoding):
     name = "xl"
     kind = PositionKind.CONTENT_BIAS
-    by_distance_rows = True
+    fused_kernel = FusedKernel(KernelFamily.ROWS)
     flags = (
         Flag("--xl-untie-r", "xl: one pair of query biases u, v per layer (XLNet's untie_r; "
              "default: one pair per stack, as Transformer-XL)"),
@@ -162,15 +162,15 @@ class TransformerXL(PositionEncoding):
         u, v = ctx.latest(self.biases, "scaled", q.dtype, scaled)
         return table, u, v
 
+    def rows_cover(self, q_len: int, k_len: int, q_offset: int) -> bool:
+        """No ``--xl-clamp-len`` shorter than the sentence."""
+        return self._distances(q_len, k_len, q_offset) == self._unmasked(q_len, k_len, q_offset)
+
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
-                      ctx: PositionContext) -> Optional[DistanceRows]:
+                      ctx: PositionContext) -> DistanceRows:
         """``(q_i + u).k_j + (q_i + v).(W_R R)[j - i]``: the content bias ``u.k_j`` joins
-        the queries of ``q.k``; no clip (``--xl-clamp-len`` shorter than the sentence:
-        None)."""
-        q_len, k_len = q.size(-2), k.size(-2)
-        r_lo, r_hi = self._distances(q_len, k_len, q_offset)
-        if (r_lo, r_hi) != self._unmasked(q_len, k_len, q_offset):
-            return None
+        the queries of ``q.k``."""
+        r_lo, r_hi = self._distances(q.size(-2), k.size(-2), q_offset)
         table, u, v = self._table_and_biases(q, r_lo, r_hi, ctx)
         return DistanceRows(q + u, (q + v, table), None, r_lo)
 
