@@ -16,7 +16,7 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.tasks.translation import TranslationTask
 
-import fairseq_posenc  # noqa: F401  (registers the model and its architectures)
+from . import register
 
 
 def toy_dictionary(size: int) -> Dictionary:
@@ -30,6 +30,7 @@ def toy_dictionary(size: int) -> Dictionary:
 def model_args(arch: str, flags: Sequence[str] = ()) -> argparse.Namespace:
     """``fairseq-train``'s arguments for ``--task translation --arch ARCH FLAGS`` (no data:
     the data directory is never read)."""
+    register()  # the architectures, which fairseq's parser offers
     return options.parse_args_and_arch(
         options.get_training_parser(),
         ["/nonexistent", "--task", "translation", "--arch", arch, *flags])
@@ -38,6 +39,7 @@ def model_args(arch: str, flags: Sequence[str] = ()) -> argparse.Namespace:
 def build_from_args(args: argparse.Namespace, dictionary: Dictionary) -> torch.nn.Module:
     """The model ``args`` describe, over ``dictionary`` for source and target. fairseq's
     ``build_model`` fills the architecture's defaults into ``args`` in place."""
+    register()
     return TranslationTask(args, dictionary, dictionary).build_model(args)
 
 

@@ -128,9 +128,11 @@ def prepare_corpus(raw: Path, src: str, tgt: str, dest: Path, valid: str = "vali
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="posenc-prepare-corpus",
-                                description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="posenc-prepare-corpus",
+        description="Any parallel corpus of raw text (SPLIT.LANG files, a sentence per line) "
+                    "as a fairseq data directory, by the WMT preparation's own tokenize / "
+                    "subword / binarize steps: DEST/raw, tok, bpe, bin and prepared.json.")
     p.add_argument("raw", type=Path, help="directory of SPLIT.LANG raw text files")
     p.add_argument("--source-lang", "-s", required=True, help="source language (file suffix)")
     p.add_argument("--target-lang", "-t", required=True, help="target language (file suffix)")

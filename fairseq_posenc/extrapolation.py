@@ -129,6 +129,9 @@ def checkpoint_limits(checkpoint: Path) -> LengthLimits:
     the weights are not read)."""
     from omegaconf import DictConfig, OmegaConf
 
+    from .checkpoint import register_safe_globals
+
+    register_safe_globals()  # fairseq's checkpoint globals for torch.load(weights_only=True)
     state = torch.load(checkpoint, map_location="cpu", mmap=True)
     model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
     if isinstance(model, DictConfig):

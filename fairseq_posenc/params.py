@@ -15,17 +15,21 @@ import argparse
 import copy
 from typing import Optional, Sequence
 
-from fairseq_posenc.build import build_from_args, model_args, toy_dictionary
+# fairseq_posenc.build (fairseq, torch) is imported when a model is built, not for --help
 
 
 def count(args: argparse.Namespace, vocab: int) -> int:
     """Parameters of the model ``args`` describe; ``parameters()`` yields shared ones once."""
+    from fairseq_posenc.build import build_from_args, toy_dictionary
+
     model = build_from_args(args, toy_dictionary(vocab))
     return sum(p.numel() for p in model.parameters())
 
 
 def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
+    from fairseq_posenc.build import model_args
+
     args = model_args(arch, flags)
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
     baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
@@ -33,8 +37,14 @@ def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arch", required=True)
+    parser = argparse.ArgumentParser(
+        description="Parameter count of an architecture, and what its position encoding adds "
+                    "over sinusoidal at the same size (the \"Parameters, +Delta\" columns of "
+                    "DIET's Table 6).",
+        epilog="Every other option is a fairseq-train model flag (e.g. --diet-abs-sharing "
+               "none, --max-source-positions 256) and applies to the model counted.")
+    parser.add_argument("--arch", required=True,
+                        help="a registered architecture, e.g. transformer_wmt_en_de_diet_rel")
     parser.add_argument("--vocab", type=int, default=32000, help="joined dictionary size")
     known, flags = parser.parse_known_args(argv)
     total, base = counts(known.arch, flags, known.vocab)

@@ -17,27 +17,46 @@ by responsibility:
 Methodology: docs/benchmark-methodology.md.
 """
 
-from fairseq_posenc.build import toy_dictionary as shared_dictionary
+from __future__ import annotations
 
-from .cli import main
-from .levels import run_layer_config, run_model_config, run_rest_config
-from .memory import LiveTensorTracker, measure_memory
-from .parts import FROM_PARTS_FORMULA, attach_part_estimates, later_layer_cell
-from .report import markdown_document
-from .runner import run
-from .settings import (CONTROL, KINDS, LAYER_CALLS, LAYER_KINDS, LEVELS, REST_KINDS, SIZES, STOCK,
-                       TARGETS, Config)
-from .targets import failures
-from .workload import (MasterWeightAdam, attention_decode, attention_encode, attention_train,
-                       build_model, layer_parameters, make_batch, make_generator, make_optimizer,
-                       translate)
+import importlib
+from typing import Any
 
-__all__ = [
-    "CONTROL", "FROM_PARTS_FORMULA", "KINDS", "LAYER_CALLS", "LAYER_KINDS", "LEVELS",
-    "REST_KINDS", "SIZES", "STOCK", "TARGETS", "Config", "LiveTensorTracker", "MasterWeightAdam",
-    "attach_part_estimates", "attention_decode", "attention_encode", "attention_train",
-    "build_model", "failures", "later_layer_cell", "layer_parameters", "main", "make_batch",
-    "make_generator", "make_optimizer", "markdown_document", "measure_memory", "run",
-    "run_layer_config", "run_model_config", "run_rest_config", "shared_dictionary",
-    "translate",
-]
+#: Where each name of the API is defined: the package imports a module (and with it torch
+#: and fairseq) when one of its names is first read, so ``posenc-benchmark --help`` and
+#: ``--render`` start without fairseq.
+_HOMES = {
+    "main": ".cli",
+    "run_layer_config": ".levels", "run_model_config": ".levels", "run_rest_config": ".levels",
+    "LiveTensorTracker": ".memory", "measure_memory": ".memory",
+    "FROM_PARTS_FORMULA": ".parts", "attach_part_estimates": ".parts",
+    "later_layer_cell": ".parts",
+    "markdown_document": ".report",
+    "run": ".runner",
+    **{name: ".settings" for name in ("CONTROL", "KINDS", "LAYER_CALLS", "LAYER_KINDS",
+                                      "LEVELS", "REST_KINDS", "SIZES", "STOCK", "TARGETS",
+                                      "Config")},
+    "failures": ".targets",
+    **{name: ".workload" for name in ("MasterWeightAdam", "attention_decode",
+                                      "attention_encode", "attention_train", "build_model",
+                                      "layer_parameters", "make_batch", "make_generator",
+                                      "make_optimizer", "translate")},
+}
+
+__all__ = sorted([*_HOMES, "shared_dictionary"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "shared_dictionary":
+        from fairseq_posenc.build import toy_dictionary as value
+    elif name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name], __name__), name)
+    else:  # a module of the package, e.g. ``benchmark.levels``
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as missing:
+            if missing.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value  # read once
+    return value

@@ -23,15 +23,13 @@ import sys
 from typing import Optional, Sequence
 
 from .machine import REPO
-from .merged import merged_document
-from .report import markdown_document
-from .runner import run
 from .settings import DTYPES, KINDS, LEVELS, SIZES
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description="Speed and memory of every position encoding against stock fairseq "
+                    "transformer. What is timed and how: docs/benchmark-methodology.md.")
     p.add_argument("--encodings", nargs="+", metavar="NAME",
                    help="encodings to compare with stock (default: all registered)")
     p.add_argument("--sizes", nargs="+", choices=sorted(SIZES),
@@ -66,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--attention-dropout", type=float, default=0.0, metavar="P",
                    help="every model's --attention-dropout (default 0, as "
                         "transformer_wmt_en_de; the recipes in examples/wmt train with 0.1)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the models' parameters and the batches (default 1)")
     p.add_argument("--level", nargs="+", choices=[*LEVELS, "all"], default=["all"],
                    help="time whole models (model), their first self-attention layers "
                         "(layer), the models with 0 layers (rest), or all (default)")
@@ -77,8 +76,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="CI smoke run: tiny model, length 12, 2 repetitions, "
                         "sinusoidal, diet_rel, huang3")
-    p.add_argument("--out-md", default=str(REPO / "runs" / "benchmark.md"))
-    p.add_argument("--out-json", default=str(REPO / "runs" / "benchmark.json"))
+    p.add_argument("--out-md", default=str(REPO / "runs" / "benchmark.md"), metavar="PATH",
+                   help="the Markdown report (default: runs/benchmark.md of the repository)")
+    p.add_argument("--out-json", default=str(REPO / "runs" / "benchmark.json"), metavar="PATH",
+                   help="every figure of the run, for --render and --merge (default: "
+                        "runs/benchmark.json of the repository)")
     p.add_argument("--render", metavar="JSON",
                    help="time nothing: print the Markdown report of an earlier run's "
                         "--out-json file, laid out by this version of the script")
@@ -91,6 +93,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
+    # the report modules read JSON; the runner imports fairseq, only for a run
+    from .merged import merged_document
+    from .report import markdown_document
+    from .runner import run
+
     # fairseq logs every model it builds
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     if args.render:

@@ -126,7 +126,10 @@ def check_models(settings: Settings, encodings: Sequence[str]) -> None:
     """Every encoding is known and every architecture registered."""
     from fairseq.models import ARCH_MODEL_REGISTRY
 
+    from .. import register
     from ..encodings import ENCODINGS
+
+    register()  # the architectures looked up below
 
     unknown = [e for e in encodings if e not in ENCODINGS]
     if unknown:

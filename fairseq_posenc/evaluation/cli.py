@@ -88,7 +88,9 @@ def difference(c: Comparison) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="posenc-score", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="posenc-score", description="BLEU, chrF, paired bootstrap and length buckets for "
+                                         "translation files.")
     parser.add_argument("--ref", type=Path, required=True, help="references, raw text")
     parser.add_argument("--hyp", action="append", required=True, metavar="[NAME=]FILE",
                         help="detokenized hypotheses of a system (repeat for several)")

@@ -76,6 +76,11 @@ def _run_in_process(tool: str, args: Sequence[str]) -> None:
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq_cli import generate, train
 
+    from .. import register
+
+    # --user-dir imports nothing here: this process imported the package already
+    register()
+
     if tool == "fairseq-train":
         from fairseq import checkpoint_utils
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Optional, Sequence
 
-from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
 from ..hypotheses import MissingHypotheses, read as read_hypotheses
 from ..wmt.common import write_text_atomic
 from ..wmt.recipes import BEAM as PAPERS_BEAM, LENPEN as PAPERS_LENPEN
 from ..wmt.text import detokenize
 from .fairseq_run import USER_DIR, run_fairseq
+
+if TYPE_CHECKING:  # imported by translate(): it needs fairseq, the arguments do not
+    from ..extrapolation import Untranslatable
 
 #: The decoding of the three papers' tables, and of every other translation by default.
 BEAM, LENPEN = PAPERS_BEAM, PAPERS_LENPEN
@@ -82,6 +84,8 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
     ``tokenizer``, see :func:`fairseq_posenc.wmt.text.detokenize`), go to ``hyp_path``.
     ``label`` names the model in the notes on skipped sources; ``extra``: more
     fairseq-generate flags (``--cpu``)."""
+    from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes
+
     lengths = source_sizes(data_bin, split, src, tgt)
     skip = Untranslatable.of(checkpoint_limits(checkpoint), lengths)
     log = out_dir.with_name(out_dir.name + ".log")

@@ -4,6 +4,7 @@ Modules, by responsibility: :mod:`.load` (checkpoint -> model), :mod:`.terms` (w
 position term adds, as :mod:`.records` computed by the terms' own methods),
 :mod:`.sentence` (raw text -> tokens -> attention maps), :mod:`.captions` (the words),
 :mod:`.plots` (matplotlib), :mod:`.report` (PNG + JSON + index.html), :mod:`.cli`.
-Importing this package registers the plugin's model (``fairseq_posenc``) but not
-matplotlib, which only :mod:`.plots` imports.
+Importing this package or :mod:`.cli` loads neither torch nor fairseq; :mod:`.load`
+registers the plugin (``fairseq_posenc.register``) before it reads a checkpoint, and only
+:mod:`.plots` imports matplotlib.
 """

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import torch
+if TYPE_CHECKING:
+    from .load import LoadedModel
 
-from . import report, sentence
-from .load import LoadedModel, fail, load_model
-from .records import Report
-from .terms import Limits, position_pictures
+# torch, fairseq and the modules that use them are imported once the arguments are parsed:
+# --help and argparse's refusals start without them
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,6 +67,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def check(args: argparse.Namespace) -> None:
+    from .load import fail
+
     if args.max_distance < 1 or args.positions < 1:
         raise fail("--max-distance and --positions must be at least 1.")
     if args.sentence is not None and not args.sentence.strip():
@@ -102,11 +103,18 @@ def summary(loaded: LoadedModel) -> list[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
     check(args)
+    import torch
+
     with torch.no_grad():  # nothing here trains
         return run(args)
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import report, sentence
+    from .load import load_model
+    from .records import Report
+    from .terms import Limits, position_pictures
+
     loaded = load_model(args.checkpoint, args.data if args.sentence else None,
                         args.source_lang, need_dictionary=args.sentence is not None)
     attention = None

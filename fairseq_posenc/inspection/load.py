@@ -11,7 +11,9 @@ Decisions:
   ``--data`` or else from the data directory the checkpoint records when that exists here
   (:func:`recorded_data`; :func:`load_dictionaries` says what to pass when it is missing).
 * ``torch.load`` runs with ``weights_only=True`` and the plugin's allowlist
-  (:func:`~fairseq_posenc.checkpoint.register_safe_globals`): a checkpoint is data, not code.
+  (:func:`~fairseq_posenc.checkpoint.register_safe_globals`, part of
+  :func:`fairseq_posenc.register`, which also registers the architectures the saved
+  arguments name): a checkpoint is data, not code.
 * Only fairseq-posenc models are accepted: the state dict must carry the encoding tag
   (``_extra_state``, see ``checkpoint.py``) and the arguments a ``transformer_posenc``
   architecture; anything else is a clear ``SystemExit``, never a traceback.
@@ -33,7 +35,8 @@ import torch
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-from ..checkpoint import decode_tag, register_safe_globals
+from .. import register
+from ..checkpoint import decode_tag
 from ..models import PosencTransformerModel, fill_position_defaults
 
 #: Says what a fairseq-posenc checkpoint is, for every "not one of ours" error.
@@ -68,7 +71,7 @@ def fail(message: str) -> "SystemExit":
 def read_checkpoint(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise fail(f"no checkpoint file at {path}. {WHAT_WE_READ}; pass its path.")
-    register_safe_globals()
+    register()
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:

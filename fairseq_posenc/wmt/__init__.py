@@ -121,11 +121,11 @@ fairseq-generate output after ``--remove-bpe``/``--post-process``), :func:`.text
 (steps 1-4 for new text, from a ``bpe/`` directory), :func:`.manifest.load_manifest`.
 
 Modules, one responsibility each: :mod:`.catalog` (datasets, corpora, URLs, published
-sizes and hashes, cleaning rules: data only), :mod:`.common` (errors, log, atomic outputs,
-stamps), :mod:`.download` (resumable verified downloads, extraction), :mod:`.text`
-(tokenization, joiners, cleaning, BPE, the worker pool, detokenization), :mod:`.testsets`
-(sacreBLEU's test sets), :mod:`.czeng` (CzEng), :mod:`.pipeline` (the steps, in order,
-with their stamps), :mod:`.manifest` (manifest.json and bpe/), :mod:`.cli` (the command
-line), :mod:`.fake_archives` (small fake archives for offline tests). This package does
-not import them: ``import fairseq_posenc.wmt.text`` loads what it needs.
+sizes and hashes, cleaning rules: data only), :mod:`.common` (the settings, errors, log,
+atomic outputs, stamps), :mod:`.download` (resumable verified downloads, extraction),
+:mod:`.text` (tokenization, joiners, cleaning, BPE, the worker pool, detokenization),
+:mod:`.testsets` (sacreBLEU's test sets), :mod:`.czeng` (CzEng), :mod:`.pipeline` (the
+steps, in order, with their stamps), :mod:`.manifest` (manifest.json and bpe/), :mod:`.cli`
+(the command line), :mod:`.fake_archives` (small fake archives for offline tests). This
+package does not import them: ``import fairseq_posenc.wmt.text`` loads what it needs.
 """

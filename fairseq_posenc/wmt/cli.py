@@ -20,12 +20,19 @@ from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
 from .catalog import DATASETS, DatasetSpec
-from .common import PrepareError, default_workers, log
+from .common import Options, PrepareError, default_workers, log
 from .download import normalize_mirror
-from .pipeline import Options, Preparation
+from .pipeline import Preparation
 from .text import TOKENIZER, detokenize
 
-HELP = argparse.ArgumentDefaultsHelpFormatter
+class HELP(argparse.ArgumentDefaultsHelpFormatter):
+    """Each option's default after its help, but for flags and for options without one
+    (their help says what happens then), which would read "(default: None)"."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 def summary(spec: DatasetSpec) -> str:
@@ -50,12 +57,15 @@ def preparation_options() -> argparse.ArgumentParser:
                         "one (then the data may not be the papers')")
     p.add_argument("--sacrebleu-dir", type=Path, help="sacreBLEU's cache ($SACREBLEU); default "
                    "sacreBLEU's own ($SACREBLEU or ~/.sacrebleu), or DEST/sacrebleu with --mirror")
-    p.add_argument("--bpe", choices=("subword-nmt", "sentencepiece"), default="subword-nmt")
+    p.add_argument("--bpe", choices=("subword-nmt", "sentencepiece"), default="subword-nmt",
+                   help="how words are split into subwords: joint subword-nmt BPE, or one "
+                        "sentencepiece model for both languages")
     p.add_argument("--bpe-size", type=int, default=32000,
                    help="subword-nmt merge operations, or sentencepiece vocabulary size")
     p.add_argument("--vocab-threshold", type=int, default=50,
                    help="subword-nmt apply-bpe --vocabulary-threshold")
-    p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram")
+    p.add_argument("--spm-model-type", choices=("unigram", "bpe"), default="unigram",
+                   help="with --bpe sentencepiece: the model type")
     p.add_argument("--spm-sample", type=int, default=10_000_000,
                    help="sentences sampled to train sentencepiece (0 = all)")
     p.add_argument("--min-len", type=int, help="cleaning: minimum tokens per side (default: "
@@ -99,8 +109,11 @@ def build_parser(prog: Optional[str] = None) -> argparse.ArgumentParser:
         sub.set_defaults(run=prepare_command, dataset=name, parser=sub)
     sub = commands.add_parser("detokenize", help="detokenize stdin to stdout",
                               description="detokenize stdin to stdout")
-    sub.add_argument("--lang", required=True)
-    sub.add_argument("--bpe", default="subword-nmt", choices=("subword-nmt", "sentencepiece"))
+    sub.add_argument("--lang", required=True,
+                     help="the text's language (the Moses detokenizer's rules)")
+    sub.add_argument("--bpe", default="subword-nmt", choices=("subword-nmt", "sentencepiece"),
+                     help="how the text was split into subwords, undone first (default: "
+                          "subword-nmt)")
     sub.add_argument("--sacremoses", action="store_true",
                      help="a dataset prepared before joiners (its manifest has no tokenizer): "
                           "detokenize with sacremoses")

@@ -1,5 +1,6 @@
-"""What every preparation step shares: the error a user can act on, the log and progress
-bars, atomic outputs, line counting and hygiene, checksums, and the step stamps.
+"""What every preparation step shares: its settings (:class:`Options`), the error a user can
+act on, the log and progress bars, atomic outputs, line counting and hygiene, checksums, and
+the step stamps.
 
 Decisions:
 
@@ -15,6 +16,7 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -26,6 +28,37 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
 LOG_PREFIX = "[wmt]"
+
+
+@dataclasses.dataclass
+class Options:
+    """The settings of one preparation (the command line's, resolved: see
+    :func:`fairseq_posenc.wmt.cli.options_from_args`)."""
+
+    dest: Path
+    download_dir: Path
+    mirror: Optional[str]
+    sacrebleu_dir: Path
+    bpe: str
+    bpe_size: int
+    vocab_threshold: int
+    spm_model_type: str
+    spm_sample: int
+    # the dataset's cleaning where None (Cleaning: its paper's rule)
+    min_len: Optional[int]
+    max_len: Optional[int]
+    max_ratio: Optional[float]
+    paracrawl: bool
+    czeng: Optional[Path]
+    workers: int
+    retries: int
+    retry_wait: float
+    timeout: float
+    download_only: bool
+    # check archives from the official URLs against PUBLISHED_ARCHIVES (a --mirror vouches
+    # for its files with its own SHA256SUMS)
+    check_published: bool = True
+    czeng_release: str = "1.7"  # "1.6": without the 1.7 block list
 
 
 class PrepareError(Exception):

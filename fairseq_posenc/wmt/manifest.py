@@ -13,14 +13,11 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict
+from typing import Dict
 
 from .catalog import Cleaning, DatasetSpec, EvalSet
-from .common import PrepareError
+from .common import Options, PrepareError
 from .text import JOINER, TOKENIZER, subword_settings
-
-if TYPE_CHECKING:  # the pipeline imports this module
-    from .pipeline import Options
 
 
 def bpe_settings(o: Options) -> dict:

@@ -27,44 +27,13 @@ from typing import Dict, List, Optional, Tuple
 
 from . import manifest as contract
 from .catalog import CORPORA, CZENG17_FILTER, PUBLISHED_ARCHIVES, Cleaning, DatasetSpec, EvalSet
-from .common import (PrepareError, Stamps, atomic_output, check_parallel, count_lines, key_of,
-                     log, open_text, read_lines, sanitize, write_text_atomic)
+from .common import (Options, PrepareError, Stamps, atomic_output, check_parallel, count_lines,
+                     key_of, log, open_text, read_lines, sanitize, write_text_atomic)
 from .czeng import czeng17_bad_blocks, czeng_fingerprint, iter_czeng
 from .download import Downloader, extract_members, mirror_relpath, parse_sums, read_url_text
 from .testsets import mirror_sources, sacrebleu_fetch
 from .text import (TOKENIZER, apply_sentencepiece, apply_subword_nmt, binarize, clean_corpus,
                    learn_subword_nmt, moses_process_file, train_sentencepiece)
-
-
-@dataclasses.dataclass
-class Options:
-    """The settings of one preparation (the command line's, resolved: see
-    :func:`fairseq_posenc.wmt.cli.options_from_args`)."""
-
-    dest: Path
-    download_dir: Path
-    mirror: Optional[str]
-    sacrebleu_dir: Path
-    bpe: str
-    bpe_size: int
-    vocab_threshold: int
-    spm_model_type: str
-    spm_sample: int
-    # the dataset's cleaning where None (Cleaning: its paper's rule)
-    min_len: Optional[int]
-    max_len: Optional[int]
-    max_ratio: Optional[float]
-    paracrawl: bool
-    czeng: Optional[Path]
-    workers: int
-    retries: int
-    retry_wait: float
-    timeout: float
-    download_only: bool
-    # check archives from the official URLs against PUBLISHED_ARCHIVES (a --mirror vouches
-    # for its files with its own SHA256SUMS)
-    check_published: bool = True
-    czeng_release: str = "1.7"  # "1.6": without the 1.7 block list
 
 
 class Preparation:

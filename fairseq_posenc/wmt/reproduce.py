@@ -74,17 +74,31 @@ def smoke(work: Path, papers: Sequence[str], bpe_size: int = 60) -> str:
 
 # --- command line ---------------------------------------------------------------------
 
+#: The commands that take a paper's cells, and what each does.
+COMMANDS = {
+    "commands": "print the fairseq-train command of every training of the paper's cells",
+    "train": "train the paper's cells (fairseq-train), resuming where a training stopped",
+    "evaluate": "translate and score the paper's trained cells",
+}
+WORK = "checkpoints and results (default: work/wmt)"
+
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("commands", "train", "evaluate"):
-        p = sub.add_parser(name)
-        p.add_argument("--paper", required=True, choices=sorted(PAPERS))
+    parser = argparse.ArgumentParser(
+        description="Train, translate, score and tabulate the papers' WMT experiments on the "
+                    "datasets posenc-prepare-wmt prepared; 'COMMAND -h' lists a command's "
+                    "options.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, what in COMMANDS.items():
+        p = sub.add_parser(name, help=what, description=what)
+        p.add_argument("--paper", required=True, choices=sorted(PAPERS),
+                       help="the paper whose table is reproduced")
         p.add_argument("--row", help="a row label, its slug or its encoding (default: all)")
         p.add_argument("--column", help="a column label, e.g. EN-DE or 2016 (default: all)")
-        p.add_argument("--data", type=Path, default=Path("data/wmt"))
-        p.add_argument("--work", type=Path, default=Path("work/wmt"))
+        p.add_argument("--data", type=Path, default=Path("data/wmt"),
+                       help="the datasets as posenc-prepare-wmt wrote them, one directory "
+                            "each (default: data/wmt)")
+        p.add_argument("--work", type=Path, default=Path("work/wmt"), help=WORK)
         p.add_argument("--seeds", type=int, default=1, metavar="N",
                        help="train and evaluate seeds 1..N of every cell; the table shows "
                             "mean +- standard deviation (n) where a cell has several")
@@ -97,14 +111,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 "--max-tokens, the --update-freq that gives the paper's batch")
             p.add_argument("--max-tokens", type=int, default=4096,
                            help="tokens per GPU and forward pass (default 4096)")
-    p = sub.add_parser("table")
-    p.add_argument("--work", type=Path, default=Path("work/wmt"))
-    p.add_argument("--paper", action="append", choices=sorted(PAPERS))
-    p = sub.add_parser("scripts", help="write examples/wmt/PAPER_table.sh from the recipes")
+    what = "print the Markdown tables: the paper's numbers, ours, the difference, p, buckets"
+    p = sub.add_parser("table", help=what, description=what)
+    p.add_argument("--work", type=Path, default=Path("work/wmt"), help=WORK)
+    p.add_argument("--paper", action="append", choices=sorted(PAPERS),
+                   help="a paper to tabulate (repeat for several; default: all)")
+    what = "write examples/wmt/PAPER_table.sh from the recipes"
+    p = sub.add_parser("scripts", help=what, description=what)
     p.add_argument("--out", type=Path, required=True, help="directory (examples/wmt)")
-    p = sub.add_parser("smoke")
-    p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--paper", action="append", choices=sorted(PAPERS))
+    what = ("the whole chain on CPU in minutes, offline: fake archives, preparation, a tiny "
+            "model per cell trained for 2 updates, translation, scoring, tables")
+    p = sub.add_parser("smoke", help=what, description=what)
+    p.add_argument("--work", type=Path, required=True,
+                   help="a scratch directory for the archives, data, checkpoints and results")
+    p.add_argument("--paper", action="append", choices=sorted(PAPERS),
+                   help="a paper whose chain runs (repeat for several; default: all)")
     args = parser.parse_args(argv)
 
     if args.command == "table":

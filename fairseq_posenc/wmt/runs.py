@@ -14,13 +14,15 @@ import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from ..experiment import translate
 from ..experiment.checkpoints import interval_flags
 from ..experiment.fairseq_run import USER_DIR  # noqa: F401  (also this module's API)
-from ..extrapolation import Untranslatable
 from .recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row
+
+if TYPE_CHECKING:  # an argument's type only; the module imports fairseq
+    from ..extrapolation import Untranslatable
 
 
 @dataclass(frozen=True)
