@@ -15,8 +15,7 @@ paths give the same numbers up to rounding:
   ``LOW_RANK`` terms (and causal ALiBi) as extra q, k dimensions (:func:`concat_low_rank`);
 * fused distance -- the layer's one ``len x len`` term by distance in the Triton kernels of
   :mod:`fairseq_posenc.kernels.distance` (CUDA, half precision, once self-checked);
-* explicit -- logits, softmax, dropout and ``p @ v`` written out: a term needs the logits
-  or probabilities, weights are asked for, one query, or on CPU a mask with a gradient;
+* explicit -- logits, softmax, dropout and ``p @ v`` written out;
 * :meth:`PositionalMultiheadAttention._decode_step` -- a step of beam search: the explicit
   path's numbers with the fewest operations for the host to dispatch.
 

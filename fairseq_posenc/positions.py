@@ -1,4 +1,5 @@
-"""Shared position machinery: relative distances, T5 buckets, per-distance tables.
+"""Shared position machinery: relative distances, T5 buckets, per-distance tables, RoPE's
+rotation of pairs.
 
 Pure tensor functions (no fairseq). Conventions (``docs/conventions.md``):
 
@@ -178,3 +179,20 @@ def read_by_clipped_distance(per_distance: Tensor, index: Tensor, q_offset: int,
     distance, ``index`` being :func:`clipped_index` of :func:`relative_positions`
     ``(q_len, k_len)``; gradients by :func:`sum_by_clipped_distance`."""
     return _ReadByClippedDistance.apply(per_distance, index, q_offset, r_lo, r_hi)
+
+
+def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
+    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the unit complex numbers ``rotation``
+    (``(..., d/2)``, broadcast against ``x``'s leading dimensions): the pair read as
+    ``x_2i + i x_2i+1`` times ``e^(i angle)`` is RoPE's 2x2 rotation (Su et al. 2021, eq.
+    34), done as one complex product (a view, no copy of ``x``) instead of slices, four
+    products and a stack. The encoding (``encodings/rope.py``) and the fused rotation's
+    self-check (``kernels/self_check.py``) both use it.
+    """
+    if x.dtype not in (torch.float32, torch.float64):
+        # half precision has no complex CPU kernels; rotate in float32 (as LLaMA does)
+        return rotate_pairs(x.float(), rotation).to(x.dtype)
+    pairs = x.unflatten(-1, (-1, 2))
+    if any(stride % 2 for stride in pairs.stride()[:-1]) or pairs.storage_offset() % 2:
+        pairs = pairs.contiguous()  # view_as_complex needs even strides
+    return torch.view_as_real(torch.view_as_complex(pairs) * rotation).flatten(-2)

@@ -106,9 +106,10 @@ def test_resources_are_what_ptxas_reports_and_a_spill_is_seen(tmp_path):
 
 def test_a_training_step_compiles_its_variants_and_launching_is_restored(tmp_path):
     """T5's step: the forward, dK/dV and dQ kernels for the encoder (bidirectional) and
-    the decoder (causal), both with the padding mask, dQ with the table's gradient, and
-    the row sums; a position encoding without a fused kernel compiles nothing. Afterwards
-    launches go to Triton again (the driver and ``JITFunction`` as they were)."""
+    the decoder (causal), its table a summand (``Term.BIAS``), both with the padding mask,
+    dQ with the table's gradient, and the row sums; a position encoding without a fused
+    kernel compiles nothing. Afterwards launches go to Triton again (the driver and
+    ``JITFunction`` as they were)."""
     out = run_compiled("""
         import json
         from triton.runtime import driver
@@ -126,10 +127,11 @@ def test_a_training_step_compiles_its_variants_and_launching_is_restored(tmp_pat
     variants = {(kernel, " ".join(w for w in variant.split() if "=" not in w))
                 for kernel, variant, _ in found["t5"]}
     assert variants == {
-        ("_forward_kernel", "HAS_PAD"), ("_forward_kernel", "HAS_PAD CAUSAL"),
-        ("_backward_dkdv_kernel", "HAS_PAD"), ("_backward_dkdv_kernel", "HAS_PAD CAUSAL"),
-        ("_backward_dq_kernel", "HAS_PAD TABLE_GRAD"),
-        ("_backward_dq_kernel", "HAS_PAD CAUSAL TABLE_GRAD"),
+        ("_forward_kernel", "BIAS HAS_PAD"), ("_forward_kernel", "BIAS HAS_PAD CAUSAL"),
+        ("_backward_dkdv_kernel", "BIAS HAS_PAD"),
+        ("_backward_dkdv_kernel", "BIAS HAS_PAD CAUSAL"),
+        ("_backward_dq_kernel", "BIAS HAS_PAD TABLE_GRAD"),
+        ("_backward_dq_kernel", "BIAS HAS_PAD CAUSAL TABLE_GRAD"),
         ("_delta_kernel", ""),
     }
     assert len(found["t5"]) == 7 and all(w == 4 for _, _, w in found["t5"])

@@ -29,6 +29,8 @@ from model_utils import assert_kernels_agree, build_attention, build_model
 from test_kernels import layer_run
 
 kernels = kernel_module("distance")
+# The modules whose settings and steps the tests replace: the launches, the rows' tables.
+kernel_launch, kernel_rows = kernels.launch, kernels.rows
 
 
 def dropped(probs, keep, dropout_p):
@@ -129,9 +131,9 @@ def test_kernel_equals_the_naive_softmax_float32(name):
 def test_other_tile_shapes(name, monkeypatch):
     """The launches are tunable per kernel (non-square tiles for the forward and dK/dV,
     fewer query rows for a short query block): the numbers do not depend on them."""
-    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
-    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
-    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    monkeypatch.setattr(kernel_launch, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DQ", kernels.Tiles(32, 32))
     (out, grads), (ref_out, ref_grads) = run_both(CONFIGS[name], torch.float32)
     assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
     for got, ref in zip(grads, ref_grads):
@@ -174,9 +176,9 @@ def test_dropout_equals_the_naive_softmax_with_its_mask(name):
 
 def test_dropout_mask_does_not_depend_on_the_tiles(monkeypatch):
     """The forward and the two backward kernels redraw one mask whatever their tiles."""
-    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
-    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
-    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    monkeypatch.setattr(kernel_launch, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DQ", kernels.Tiles(32, 32))
     (out, grads), (ref_out, ref_grads) = run_both(
         CONFIGS["decoder, causal, rows with no key"], torch.float32, dropout_p=0.3)
     assert (out - ref_out).abs().max() < 2e-5 * max(1.0, ref_out.abs().max().item())
@@ -361,8 +363,8 @@ def test_layer_with_dropout_equals_the_explicit_path_with_the_kernels_mask(
     padding = torch.zeros(B, T, dtype=torch.bool, device=DEVICE)
     padding[0, -6:] = True
     seed = torch.tensor([99], dtype=torch.int64, device=DEVICE)
-    drawn = kernels.dropout_seed
-    monkeypatch.setattr(kernels, "dropout_seed", lambda device: seed)
+    drawn = kernel_launch.dropout_seed
+    monkeypatch.setattr(kernel_launch, "dropout_seed", lambda device: seed)
     keep = kernels.dropout_keep(seed, B, attn.num_heads, T, T, p)
     seen = []
 
@@ -380,7 +382,7 @@ def test_layer_with_dropout_equals_the_explicit_path_with_the_kernels_mask(
     assert seen == [(B, attn.num_heads, T, T)]  # the explicit path's dropout, once
     assert_layer_runs_agree(results["bias"], results["fused"])
     attn.eval()  # dropout off: nothing is dropped, so two calls (two seeds) agree
-    monkeypatch.setattr(kernels, "dropout_seed", drawn)
+    monkeypatch.setattr(kernel_launch, "dropout_seed", drawn)
     set_kernels(attn, "fused", "bias")
     mask = torch.triu(torch.full((T, T), float("-inf"), device=DEVICE), 1) if causal else None
     with attn.scope.open(), torch.no_grad():
@@ -393,11 +395,11 @@ def test_layer_with_dropout_equals_the_explicit_path_with_the_kernels_mask(
 def test_pos_kernels_flag(choice, expected, monkeypatch):
     """``--pos-kernels torch`` keeps every layer on torch's path where ``"auto"`` would
     fuse (forced here: CUDA in half precision); an unknown choice is refused."""
-    import fairseq_posenc.attention as attention
+    import fairseq_posenc.plan as plan
     from fairseq_posenc.models import choose_kernels
     from test_decoding import random_source
 
-    monkeypatch.setattr(attention, "fused_by_default", lambda family, x, dropout=False: True)
+    monkeypatch.setattr(plan, "auto_fuses", lambda family, call, verified=None: True)
     model, d = build_model("t5", ["--pos-kernels", choice])
     model.to(DEVICE)
     src, lengths = random_source(d)
@@ -567,8 +569,8 @@ def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
     """No atomic adds (a table per head: each distance stored once per query block, summed
     in torch; Shaw's rows: per row): ``torch.use_deterministic_algorithms(True)`` keeps
     the fused kernel."""
-    import fairseq_posenc.attention as attention
-    monkeypatch.setattr(attention, "fused_by_default", lambda family, x, dropout=False: True)
+    import fairseq_posenc.plan as plan
+    monkeypatch.setattr(plan, "auto_fuses", lambda family, call, verified=None: True)
     x = torch.randn(5, 2, 8, device=DEVICE)
     saved = torch.are_deterministic_algorithms_enabled()
     try:
@@ -613,10 +615,9 @@ ROWS_CONFIGS = {
 }
 
 
-def run_rows(config, dtype, d=16, dropout_p=0.0, in_tile=False):
+def run_rows(config, dtype, d=16, dropout_p=0.0):
     """:func:`distance_rows_attention` in ``dtype`` and :func:`naive_rows` in float64 on
-    the same rounded inputs: outputs and the gradients of every input. ``in_tile``: the
-    query rows made in the tiles."""
+    the same rounded inputs: outputs and the gradients of every input."""
     batch, heads, q_len, k_len, q_offset, causal, with_keys, extra = config
     g = torch.Generator().manual_seed(0)
     r_lo = -(q_offset + q_len - 1) - extra
@@ -641,7 +642,7 @@ def run_rows(config, dtype, d=16, dropout_p=0.0, in_tile=False):
         return kernels.distance_rows_attention(
             *map(as_fairseq, (q, k, v)), (as_fairseq(x_q), a_q), r_lo, q_offset,
             padding.to(DEVICE), causal, None if x_k is None else (as_fairseq(x_k), a_k),
-            dropout_p, drop_seed, in_tile)
+            dropout_p, drop_seed)
 
     def reference(q, k, v, x_q, a_q, x_k=None, a_k=None):
         return naive_rows(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset, padding, causal,
@@ -650,23 +651,20 @@ def run_rows(config, dtype, d=16, dropout_p=0.0, in_tile=False):
     return outputs_and_grads(fused, [t.to(DEVICE, dtype) for t in x], reference, x, weights)
 
 
-@pytest.mark.parametrize("in_tile", [False, True], ids=["rows as a tensor", "rows in the tiles"])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 5e-5), (torch.float16, 2e-2)])
 @pytest.mark.parametrize("name", list(ROWS_CONFIGS))
-def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol, in_tile):
+def test_distance_rows_attention_is_the_written_out_sum(name, dtype, tol):
     """Rows per query (and per key) read at every distance: outputs and the gradients of
-    q, k, v, x_q, A_q (and x_k, A_k); the query rows made as a tensor before the kernel
-    or inside its tiles."""
-    got, ref = run_rows(ROWS_CONFIGS[name], dtype, in_tile=in_tile)
+    q, k, v, x_q, A_q (and x_k, A_k)."""
+    got, ref = run_rows(ROWS_CONFIGS[name], dtype)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < tol * max(1.0, b.abs().max().item()), n
 
 
 @pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
                                   "decoder, causal, rows with no key (XL)"])
-@pytest.mark.parametrize("in_tile", [False, True], ids=["rows as a tensor", "rows in the tiles"])
-def test_distance_rows_attention_with_dropout(name, in_tile):
-    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, dropout_p=0.3, in_tile=in_tile)
+def test_distance_rows_attention_with_dropout(name):
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, dropout_p=0.3)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
@@ -674,13 +672,13 @@ def test_distance_rows_attention_with_dropout(name, in_tile):
 @pytest.mark.parametrize("name", ["encoder, two tiles, left padding (Huang 4)",
                                   "decoder, causal, rows with no key (XL)",
                                   "queries after a cache"])
-def test_rows_in_the_tiles_with_other_tile_shapes(name, monkeypatch):
-    """The query rows made in the tiles span ``BLOCK_M + BLOCK_N - 1`` distances of each
-    tile, whatever its shape (wider than high, higher than wide, square)."""
-    monkeypatch.setattr(kernels, "FORWARD", kernels.Tiles(32, 16))
-    monkeypatch.setattr(kernels, "BACKWARD_DKDV", kernels.Tiles(16, 32))
-    monkeypatch.setattr(kernels, "BACKWARD_DQ", kernels.Tiles(32, 32))
-    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=True)
+def test_rows_with_other_tile_shapes(name, monkeypatch):
+    """The rows' tables are read the same whatever the tiles' shape (wider than high,
+    higher than wide, square), in bands or in one table."""
+    monkeypatch.setattr(kernel_launch, "FORWARD", kernels.Tiles(32, 16))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DKDV", kernels.Tiles(16, 32))
+    monkeypatch.setattr(kernel_launch, "BACKWARD_DQ", kernels.Tiles(32, 32))
+    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
@@ -689,24 +687,10 @@ def tables_made(monkeypatch):
     """A list that records each table per row the kernels' wrapper makes (a call of
     ``_table_rows``) as its band and its windows' shape."""
     made = []
-    real = kernels._table_rows
-    monkeypatch.setattr(kernels, "_table_rows",
+    real = kernel_rows._table_rows
+    monkeypatch.setattr(kernel_rows, "_table_rows",
                         lambda x, w, b: made.append((b, tuple(w.shape))) or real(x, w, b))
     return made
-
-
-@pytest.mark.parametrize("switch", [False, True])
-@pytest.mark.parametrize("name,sides", [("decoder, causal, rows with no key (XL)", 1),
-                                        ("decoder, causal (Huang 4)", 2)])
-def test_rows_in_tile_is_the_module_switch_by_default(name, sides, switch, monkeypatch):
-    """``in_tile=None`` follows ``ROWS_IN_TILE`` (what the attention gets): with it, no
-    rows are ever made as a tensor, in the forward or the backward."""
-    made = tables_made(monkeypatch)
-    monkeypatch.setattr(kernels, "ROWS_IN_TILE", switch)
-    got, ref = run_rows(ROWS_CONFIGS[name], torch.float32, in_tile=None)
-    assert len(made) == (0 if switch else 2 * sides)  # forward, backward; per side
-    for n, (a, b) in enumerate(zip(got, ref)):
-        assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
 
 
 @pytest.mark.parametrize("band", [8, 16, 64])
@@ -721,7 +705,7 @@ def test_rows_in_bands_are_narrower_and_the_same_sums(name, band, monkeypatch):
     same outputs and gradients as the written-out sum, whether the band divides the
     length or not."""
     made = tables_made(monkeypatch)
-    monkeypatch.setattr(kernels, "ROW_BAND", band)
+    monkeypatch.setattr(kernel_rows, "ROW_BAND", band)
     config = ROWS_CONFIGS[name]
     got, ref = run_rows(config, torch.float32)
     q_len, k_len, extra = config[2], config[3], config[7]
@@ -740,7 +724,7 @@ def test_rows_as_one_table_where_not_banded(causal, banded, monkeypatch):
     """``ROW_BAND = 0``, and causal attention whatever it is: one table of every distance
     (``2T - 1`` or ``T``, rounded up to 16)."""
     made = tables_made(monkeypatch)
-    monkeypatch.setattr(kernels, "ROW_BAND", banded)
+    monkeypatch.setattr(kernel_rows, "ROW_BAND", banded)
     config = (2, 2, 70, 70, 0, causal, True, 0)
     got, ref = run_rows(config, torch.float32)
     assert made == [(0, (2, 16, 80 if causal else 144))] * 4
@@ -766,7 +750,7 @@ def random_rows_configs(count, seed=0):
 def test_rows_at_random_shapes(config, band, monkeypatch):
     """Lengths, offsets, extra distances and bands drawn at random (seeded): the same
     sums as written out, in bands or in one table."""
-    monkeypatch.setattr(kernels, "ROW_BAND", band)
+    monkeypatch.setattr(kernel_rows, "ROW_BAND", band)
     got, ref = run_rows(config, torch.float32)
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < 5e-5 * max(1.0, b.abs().max().item()), n
@@ -778,7 +762,7 @@ def test_band_windows_are_the_tables_columns(start, step):
     it; its gradient adds the overlapping windows back."""
     a = torch.randn(2, 3, 11, dtype=torch.float64, requires_grad=True)
     count, width = 4, 6
-    windows = kernels._band_windows(a, start, step, count, width).view(2, count, 3, width)
+    windows = kernel_rows._band_windows(a, start, step, count, width).view(2, count, 3, width)
     padded = torch.nn.functional.pad(a, (40, 40))
     columns = torch.tensor([[start + n * step + w for w in range(width)]
                             for n in range(count)]) + 40

@@ -1,5 +1,5 @@
 """Where the fused distance kernel's time goes, by ablation: one self-attention call,
-forward + backward, of ``fairseq_posenc/kernels/distance.py`` against copies of it with
+forward + backward, of ``fairseq_posenc/kernels/distance/`` against copies of it with
 one piece of work removed (their numbers are wrong; only their times mean something):
 
 * ``no_term``: the table is not read (the term is 0 in every tile);
@@ -13,7 +13,8 @@ tensor and of the projection's ``(T, B, H x d)`` view, forward alone and with ba
 
     python docs/benchmark-gpu-runs/fused_ablations.py OUT_DIR [BASELINE]
 
-``BASELINE``: another version of ``distance.py`` timed beside this one (``git show
+``BASELINE``: another version of the kernels, a single ``distance.py`` as they were before
+they became a package, timed beside this one (``git show
 aafd044:fairseq_posenc/kernels/distance.py``: the table's gradient by atomic adds, with
 which ``fused-ablations.json`` also ran a ``no_atomics`` ablation, storing the diagonal
 sums instead of adding them).
@@ -35,29 +36,39 @@ from fairseq_posenc.encodings.rope import rotate_pairs
 from fairseq_posenc.kernels.rotary import rotate
 from fused_kernels import D, H, attention_inputs, bench, dev, emit, records  # beside this
 
-SOURCE = pathlib.Path(distance.__file__).read_text().replace(
-    "from . import on_device_of", "from fairseq_posenc.kernels import on_device_of")
-ABLATIONS = {
-    "no_term": ("term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0)"
+#: The package's files (its parent's import made absolute: the copies stand alone).
+SOURCES = {path.name: path.read_text().replace(
+    "from .. import on_device_of", "from fairseq_posenc.kernels import on_device_of")
+    for path in pathlib.Path(distance.__file__).parent.glob("*.py")}
+ABLATIONS = {  # name: (file, what is replaced, by what)
+    "no_term": ("tile.py", "term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0)"
                 ".to(tl.float32)", "term = tl.zeros_like(qk)"),
-    "no_diagonal_sums": ("skewed = tl.gather(ds, tl.minimum(tl.maximum(col, 0), BLOCK - 1), 1)",
-                         "skewed = ds"),
+    "no_diagonal_sums": ("tile.py", "skewed = tl.gather(ds, tl.minimum(tl.maximum(col, 0), "
+                         "BLOCK - 1), 1)", "skewed = ds"),
 }
-#: The ablations that apply to this version of the kernel.
-SOURCE_ABLATIONS = [name for name, (old, _) in ABLATIONS.items() if old in SOURCE]
+#: The ablations that apply to this version of the kernels.
+SOURCE_ABLATIONS = [name for name, (file, old, _) in ABLATIONS.items()
+                    if old in SOURCES.get(file, "")]
 
 
 def variant(name, source=None):
-    """``distance.py`` with one ablation (or ``source``, another version of it), imported
-    from a file (Triton reads the source)."""
+    """The kernels' package with one ablation (or ``source``, a single-file version of
+    them), imported from files (Triton reads the source)."""
+    folder = pathlib.Path(tempfile.mkdtemp())
     if source is None:
-        old, new = ABLATIONS[name]
-        assert SOURCE.count(old) == 1, name
-        source = SOURCE.replace(old, new)
-    path = pathlib.Path(tempfile.mkdtemp()) / f"distance_{name}.py"
-    path.write_text(source.replace("from . import on_device_of",
-                                   "from fairseq_posenc.kernels import on_device_of"))
-    spec = importlib.util.spec_from_file_location(f"distance_{name}", path)
+        file, old, new = ABLATIONS[name]
+        assert SOURCES[file].count(old) == 1, name
+        package = folder / f"distance_{name}"
+        package.mkdir()
+        for each, text in SOURCES.items():
+            (package / each).write_text(text.replace(old, new) if each == file else text)
+        spec = importlib.util.spec_from_file_location(
+            package.name, package / "__init__.py", submodule_search_locations=[str(package)])
+    else:
+        path = folder / f"distance_{name}.py"
+        path.write_text(source.replace("from . import on_device_of",
+                                       "from fairseq_posenc.kernels import on_device_of"))
+        spec = importlib.util.spec_from_file_location(f"distance_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
@@ -79,7 +90,7 @@ def attention_calls(B, T, dtype):
         lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=padmask)))
     kernels = {"base": distance, **{name: variant(name) for name in ABLATIONS
                                     if name in SOURCE_ABLATIONS}}
-    if len(sys.argv) > 2:  # another version of distance.py, e.g. git show REV:path > FILE
+    if len(sys.argv) > 2:  # a single-file version, e.g. git show REV:path > FILE
         kernels["baseline"] = variant("baseline", pathlib.Path(sys.argv[2]).read_text())
     for name, K in kernels.items():
         for what, t in (("table_grad", table), ("fixed_table", fixed)):

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import fairseq_posenc.kernels.distance as K
+from fairseq_posenc.kernels.distance import launch
 from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.benchmark.workload import (build_model, init_optimizer_state,
                                                make_batch, make_optimizer, train_step)
@@ -116,8 +117,8 @@ def sweep(B, T, dtype):
     """The three kernels' launches, one kernel at a time from the defaults (tile shape,
     warps, pipelining stages), with the table's gradient; then the best of each together."""
     cases, (q, k, v, table, do) = calls(B, T, dtype, only=("fused_grad",))
-    defaults = {"FORWARD": K.FORWARD, "BACKWARD_DKDV": K.BACKWARD_DKDV,
-                "BACKWARD_DQ": K.BACKWARD_DQ}
+    defaults = {"FORWARD": launch.FORWARD, "BACKWARD_DKDV": launch.BACKWARD_DKDV,
+                "BACKWARD_DQ": launch.BACKWARD_DQ}
     shapes = {"FORWARD": ((64, 64), (128, 64), (128, 32)),
               "BACKWARD_DKDV": ((32, 64), (64, 64), (32, 128), (64, 128)),
               "BACKWARD_DQ": ((32, 32), (64, 64))}
@@ -134,7 +135,7 @@ def sweep(B, T, dtype):
             for warps in (4, 8):
                 for stages in (2, 3):
                     tiles = K.Tiles(bm, bn, warps, stages)
-                    setattr(K, kernel, tiles)
+                    setattr(launch, kernel, tiles)
                     try:
                         ms = bench(run, n=15)
                         timed.append((ms, tiles))
@@ -143,15 +144,15 @@ def sweep(B, T, dtype):
                     except Exception as exc:
                         emit(case="sweep", kernel=kernel, tiles=str(tiles), B=B, T=T,
                              error=repr(exc)[:300])
-        setattr(K, kernel, defaults[kernel])
+        setattr(launch, kernel, defaults[kernel])
         best[kernel] = min(timed, key=lambda x: x[0])[1]
     for name, config in (("defaults", defaults), ("best", best)):
         for key, tiles in config.items():
-            setattr(K, key, tiles)
+            setattr(launch, key, tiles)
         emit(case="sweep_" + name, config={k: str(t) for k, t in config.items()}, B=B, T=T,
              dtype=str(dtype)[6:], ms=bench(run))
     for key, tiles in defaults.items():
-        setattr(K, key, tiles)
+        setattr(launch, key, tiles)
     return best
 
 

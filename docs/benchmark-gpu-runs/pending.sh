@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements pending since the last GPU session (2026-11-23): the code since then
-# has attention dropout inside the fused kernels, lighter decoding steps, xl's and huang4's
-# encoder tables made in bands, and their rows made inside the tiles (off until timed),
-# none of them timed on a GPU. One
+# has attention dropout inside the fused kernels, lighter decoding steps, and xl's and
+# huang4's encoder tables made in bands, none of them timed on a GPU. One
 # stage per 10-minute command of the lent H100, from the repository root:
 #
 #   bash docs/benchmark-gpu-runs/pending.sh OUT STAGE [WAY ...]
@@ -14,14 +13,12 @@
 #   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
 #              own path is new since the table's translation column)
 #   rows       xl's and huang4's kernel per call, fp16 and bf16, with their rows made as
-#              one tensor, in bands, and in the tiles (rows_in_tile.py)
-#   rows-train [WAY ...]  their training steps, fp16, each way given (default: all three):
+#              one tensor and in bands (rows_tables.py)
+#   rows-train [WAY ...]  their training steps, fp16, each way given (default: both):
 #              `bands` (the default since 2026-11-23: the encoder's tables made in bands of
-#              kernels.distance.ROW_BAND = 16 rows, T + 15 columns), `one-table` (ROW_BAND = 0:
-#              2T - 1 columns, as runs 8-12 measured) and `in-tile` (ROWS_IN_TILE: compiled
-#              for sm_90 without a GPU, its kernels spill 600-3000 bytes per thread, the
-#              tables' 0-96: docs/kernels/compiled-sm90.md; expected slower). Keep the
-#              fastest as the default; if one-table wins, set ROW_BAND = 0
+#              kernels.distance.rows.ROW_BAND = 16 rows, T + 15 columns) and `one-table`
+#              (ROW_BAND = 0: 2T - 1 columns, as runs 8-12 measured). Keep the faster as
+#              the default; if one-table wins, set ROW_BAND = 0
 #
 # The device has torch, triton, numpy, sacrebleu and sentencepiece; fairseq and the rest
 # come as wheels (the developers' guide lists them; pytest-xdist and execnet for `tests`),
@@ -56,19 +53,18 @@ case "$stage" in
         --out-json "$out/translate.json" --out-md "$out/translate.md" 2>&1 | tail -40
     ;;
   rows)
-    python3 docs/benchmark-gpu-runs/rows_in_tile.py "$out/rows-in-tile.json" 2>&1 | tail -40
+    python3 docs/benchmark-gpu-runs/rows_tables.py "$out/rows-tables.json" 2>&1 | tail -40
     ;;
   rows-train)
     ways=("${@:3}")
-    [ ${#ways[@]} -gt 0 ] || ways=(bands one-table in-tile)
+    [ ${#ways[@]} -gt 0 ] || ways=(bands one-table)
     for way in "${ways[@]}"; do
       case "$way" in
         bands) set_way="" ;;
-        one-table) set_way="d.ROW_BAND = 0" ;;
-        in-tile) set_way="d.ROWS_IN_TILE = True" ;;
-        *) echo "unknown way '$way': bands, one-table or in-tile" >&2; exit 2 ;;
+        one-table) set_way="rows.ROW_BAND = 0" ;;
+        *) echo "unknown way '$way': bands or one-table" >&2; exit 2 ;;
       esac
-      python3 -c "import sys, fairseq_posenc.kernels.distance as d; $set_way
+      python3 -c "import sys; from fairseq_posenc.kernels.distance import rows; $set_way
 from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
           --device cuda --level model --encodings xl huang4 --lengths 128 512 \
           --dtype float16 --calls train --reps 8 --out-json "$out/rows-train-$way.json" \

@@ -43,11 +43,6 @@ for name in ROWS_CONFIGS:
     for dtype in DTYPES:
         got, ref = run_rows(ROWS_CONFIGS[name], dtype)
         print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")
-print("The same with the rows made in the tiles (in_tile=True)")
-for name in ROWS_CONFIGS:
-    for dtype in DTYPES:
-        got, ref = run_rows(ROWS_CONFIGS[name], dtype, in_tile=True)
-        print(f"  {name}, {str(dtype)[6:]}: {relative(got, ref)}")
 print("With attention dropout 0.1, against the formulas dropping where the kernels' mask "
       "does: output and every gradient")
 for dtype in DTYPES:

@@ -31,24 +31,10 @@ from torch import Tensor
 
 from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..kernels import fused_by_default
+from ..positions import rotate_pairs
 from .base import PositionEncoding
 from .flags import Flag
 from .registry import register_encoding
-
-
-def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
-    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the unit complex numbers ``rotation``
-    (``(..., d/2)``, broadcast against ``x``'s leading dimensions): the pair read as
-    ``x_2i + i x_2i+1`` times ``e^(i angle)`` is the paper's 2x2 rotation, done as one
-    complex product (a view, no copy of ``x``) instead of slices, four products and a stack.
-    """
-    if x.dtype not in (torch.float32, torch.float64):
-        # half precision has no complex CPU kernels; rotate in float32 (as LLaMA does)
-        return rotate_pairs(x.float(), rotation).to(x.dtype)
-    pairs = x.unflatten(-1, (-1, 2))
-    if any(stride % 2 for stride in pairs.stride()[:-1]) or pairs.storage_offset() % 2:
-        pairs = pairs.contiguous()  # view_as_complex needs even strides
-    return torch.view_as_real(torch.view_as_complex(pairs) * rotation).flatten(-2)
 
 
 @register_encoding

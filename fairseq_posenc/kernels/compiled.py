@@ -1,7 +1,7 @@
 """What the fused kernels take of a GPU, found by compiling them here for one that is not.
 
     posenc-kernels                                   # every encoding's training, sm_90, fp16
-    posenc-kernels --encodings xl huang4 --rows-in-tile --arch 90 --dtype bfloat16
+    posenc-kernels --encodings xl huang4 --arch 90 --dtype bfloat16
     posenc-kernels --encodings shaw --launch backward_dq=64,64,8,3   # another launch
     posenc-kernels --json out.json
 
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 import torch
 
 if TYPE_CHECKING:
-    from .distance import Tiles
+    from .distance.launch import Tiles
 
-#: The constant arguments that tell the fused kernels' variants apart, as shown.
-FLAGS = ("HAS_PAD", "CAUSAL", "FACTOR", "PER_ROW", "FULL", "KEY_ROWS", "TILE_ROWS", "HIST",
-         "DROPOUT", "IEEE", "TABLE_GRAD")
+#: The constant arguments that tell the fused kernels' variants apart, as shown after the
+#: term's type (``TERM``, :class:`~.distance.terms.Term`, by name).
+FLAGS = ("HAS_PAD", "CAUSAL", "DROPOUT", "IEEE", "TABLE_GRAD")
 #: ... and the sizes.
-SIZES = ("BAND", "BD_QK", "BD_V", "BD_X", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
+SIZES = ("BAND", "BD_QK", "BD_V", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Compiled:
     """One compiled kernel variant and what it takes of the target."""
 
     kernel: str  # the Triton function's name
-    variant: str  # its flags and sizes (:data:`FLAGS`, :data:`SIZES`)
+    variant: str  # its term's type, flags and sizes (:data:`FLAGS`, :data:`SIZES`)
     registers: int  # per thread
     stack_bytes: int  # per thread: spilled registers live here
     spill_stores: int  # STL instructions in the machine code
@@ -119,11 +119,14 @@ def _tool(name: str) -> str:
 
 
 def _variant(kernel: Any) -> str:
+    from .distance.terms import Term
+
     src = kernel.src
     names = src.fn.arg_names
     constants = {names[key[0]]: value for key, value in src.constants.items()
                  if isinstance(key, tuple) and len(key) == 1}
-    flags = [name for name in FLAGS if constants.get(name) is True]
+    term = [Term(constants["TERM"]).name] if "TERM" in constants else []
+    flags = term + [name for name in FLAGS if constants.get(name) is True]
     sizes = [f"{name}={constants[name]}" for name in SIZES
              if isinstance(constants.get(name), int) and not isinstance(constants[name], bool)
              and constants[name]]  # BAND=0: not banded
@@ -157,19 +160,15 @@ def resources(kernel: Any) -> Compiled:
 
 
 def training_kernels(encoding: str, arch: int = 90, dtype: torch.dtype = torch.float16,
-                     length: int = 100, attention_dropout: float = 0.0,
-                     rows_in_tile: Optional[bool] = None) -> list[Compiled]:
+                     length: int = 100, attention_dropout: float = 0.0) -> list[Compiled]:
     """The fused kernels one training step of ``encoding``'s model compiles for ``arch``
     (forward and backward; two left-padded sources of up to ``length`` tokens,
-    right-padded targets), each variant once, in launch order. ``rows_in_tile``:
-    :data:`~.distance.ROWS_IN_TILE` for the step (None: as it is)."""
+    right-padded targets), each variant once, in launch order."""
     from fairseq_posenc.attention import PositionalMultiheadAttention
     from fairseq_posenc.benchmark.workload import (build_model, make_batch, make_optimizer,
                                                    train_step)
     from fairseq_posenc.build import toy_dictionary
     from fairseq_posenc.encodings.rope import Rope
-
-    from . import distance
 
     d = toy_dictionary(1000)
     model = build_model(encoding, "base", d, seed=0, device=torch.device("cpu"), layers=1,
@@ -180,14 +179,8 @@ def training_kernels(encoding: str, arch: int = 90, dtype: torch.dtype = torch.f
         elif isinstance(module, Rope):
             module.kernel = "fused"
     batch = make_batch(d, 2, length, seed=0, device=torch.device("cpu"))
-    in_tile = distance.ROWS_IN_TILE
-    if rows_in_tile is not None:
-        distance.ROWS_IN_TILE = rows_in_tile
-    try:
-        with compiling_for(arch) as compiled:  # the benchmark's step, as it times it
-            train_step(model, make_optimizer(model.parameters()), batch, d.pad())
-    finally:
-        distance.ROWS_IN_TILE = in_tile
+    with compiling_for(arch) as compiled:  # the benchmark's step, as it times it
+        train_step(model, make_optimizer(model.parameters()), batch, d.pad())
     unique = {kernel.hash: kernel for kernel in compiled}
     return [resources(kernel) for kernel in unique.values()]
 
@@ -215,28 +208,28 @@ def _launch(text: str) -> tuple[str, "Tiles"]:
     if name not in LAUNCHES:
         raise argparse.ArgumentTypeError(
             f"unknown kernel {name!r}: one of {', '.join(LAUNCHES)}")
-    from .distance import Tiles  # not before: Triton's interpreter is chosen on import
+    from .distance.launch import Tiles  # not before: Triton's interpreter is chosen on import
 
     return name, Tiles(block_m, block_n, warps, stages)
 
 
-#: ``--launch`` names and the launch constants of :mod:`.distance` they set.
+#: ``--launch`` names and the launch constants of :mod:`.distance.launch` they set.
 LAUNCHES = {"forward": "FORWARD", "backward_dkdv": "BACKWARD_DKDV",
             "backward_dq": "BACKWARD_DQ"}
 
 
 @contextlib.contextmanager
 def _launches(chosen: Sequence[tuple[str, "Tiles"]]) -> Iterator[None]:
-    from . import distance
+    from .distance import launch
 
-    before = {name: getattr(distance, name) for name in LAUNCHES.values()}
+    before = {name: getattr(launch, name) for name in LAUNCHES.values()}
     try:
         for name, tiles in chosen:
-            setattr(distance, LAUNCHES[name], tiles)
+            setattr(launch, LAUNCHES[name], tiles)
         yield
     finally:
         for name, tiles in before.items():
-            setattr(distance, name, tiles)
+            setattr(launch, name, tiles)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -250,12 +243,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "kernel are listed below the table)")
     p.add_argument("--arch", type=int, default=90,
                    help="CUDA compute capability as major * 10 + minor (default 90: H100)")
-    p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
-    p.add_argument("--length", type=int, default=100, help="source and target tokens")
-    p.add_argument("--attention-dropout", type=float, default=0.0)
-    p.add_argument("--rows-in-tile", action=argparse.BooleanOptionalAction, default=None,
-                   help="xl's and huang4's rows made in the tiles, or not (default: as "
-                        "kernels.distance.ROWS_IN_TILE)")
+    p.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16",
+                   help="the models' half precision (default float16)")
+    p.add_argument("--length", type=int, default=100,
+                   help="source and target tokens (default 100)")
+    p.add_argument("--attention-dropout", type=float, default=0.0, metavar="P",
+                   help="the models' attention dropout (default 0: none); above 0 the "
+                        "kernels' dropout variants are compiled")
     p.add_argument("--launch", type=_launch, action="append", default=[],
                    metavar="KERNEL=BM,BN,WARPS,STAGES",
                    help=f"another launch for a kernel ({', '.join(LAUNCHES)}; repeatable)")
@@ -273,15 +267,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with _launches(args.launch):
         for name in args.encodings or sorted(ENCODINGS):
             found = training_kernels(name, args.arch, getattr(torch, args.dtype), args.length,
-                                     args.attention_dropout, args.rows_in_tile)
+                                     args.attention_dropout)
             rows += [(name, c) for c in found]
             if not found:
                 without.append(name)
     launches = "".join(f", {name} {tiles}" for name, tiles in args.launch)
     heading = (f"sm_{args.arch}, {args.dtype}, Triton {triton.__version__}, one training "
                f"step (base width, {args.length} tokens, attention dropout "
-               f"{args.attention_dropout}, rows in the tiles: "
-               f"{'default' if args.rows_in_tile is None else args.rows_in_tile}{launches})")
+               f"{args.attention_dropout}{launches})")
     sys.stdout.write(markdown(rows, heading))
     if without:
         sys.stdout.write(f"\nNo fused kernel in training: {', '.join(without)}.\n")
@@ -290,7 +283,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             json.dump({"arch": args.arch, "dtype": args.dtype, "triton": triton.__version__,
                        "torch": torch.__version__, "length": args.length,
                        "attention_dropout": args.attention_dropout,
-                       "rows_in_tile": args.rows_in_tile,
                        "launches": {name: str(tiles) for name, tiles in args.launch},
                        "kernels": [{"encoding": name, **asdict(c)} for name, c in rows],
                        "without": without}, f, indent=1)

@@ -3,7 +3,7 @@
 ``y[2i] = x[2i] cos(p theta_i) - x[2i+1] sin(p theta_i)``,
 ``y[2i+1] = x[2i] sin(p theta_i) + x[2i+1] cos(p theta_i)`` at position ``p``.
 
-:func:`fairseq_posenc.encodings.rope.rotate_pairs` computes this as a complex64 product,
+:func:`fairseq_posenc.positions.rotate_pairs` computes this as a complex64 product,
 so half-precision q and k are cast to float32, multiplied and cast back: three passes
 and two float32 copies of each, in the forward and again in the backward
 (``docs/decisions.md``, "RoPE's rotation"). Here one pass reads ``x`` in its dtype and
@@ -90,7 +90,7 @@ class _Rotate(torch.autograd.Function):
 def rotate(x: Tensor, rotation: Tensor) -> Tensor:
     """``x`` (``(B, H, T, d)``) with pair ``i`` at position ``t`` turned by the unit
     complex number ``rotation[t, i]`` (``(T, d/2)``, complex64): what
-    :func:`~fairseq_posenc.encodings.rope.rotate_pairs` computes, in one pass."""
+    :func:`~fairseq_posenc.positions.rotate_pairs` computes, in one pass."""
     if triton is None:
         raise RuntimeError("the fused rotation needs Triton (pip install triton, or a CUDA "
                            "build of torch, which brings it)")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..context import KernelFamily
-from ..positions import expand_distance_bias
+from ..positions import expand_distance_bias, rotate_pairs
 from .distance import (
     clipped_relative_attention,
     distance_attention,
@@ -272,8 +272,6 @@ def check_rows(device: torch.device, dtype: torch.dtype,
 
 
 def check_rotary(device: torch.device, dtype: torch.dtype) -> Optional[str]:
-    from ..encodings.rope import rotate_pairs
-
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 2, 80, 64, generator=g).to(device, dtype).requires_grad_()
     theta = 10000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)

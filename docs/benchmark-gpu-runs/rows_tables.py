@@ -1,11 +1,11 @@
-"""``distance_rows_attention`` per call, forward + backward, three ways, interleaved, on one
+"""``distance_rows_attention`` per call, forward + backward, both ways, interleaved, on one
 GPU, and how far they agree: the rows made as one ``B x H x T x R`` tensor before the
-kernel (``one-table``, ``ROW_BAND = 0``: what ``xl`` and ``huang4`` ran in runs 8-12), made
-in bands of ``ROW_BAND`` rows over the distances each band meets (``bands``, the default
-since 2026-11-23; bidirectional attention only, so the causal case runs one table either
-way), and made inside each tile (``in-tile``, ``in_tile=True``).
+kernel (``one-table``, ``ROW_BAND = 0``: what ``xl`` and ``huang4`` ran in runs 8-12), and
+made in bands of ``ROW_BAND`` rows over the distances each band meets (``bands``, the
+default since 2026-11-23; bidirectional attention only, so the causal case runs one table
+either way).
 
-    python docs/benchmark-gpu-runs/rows_in_tile.py OUT.json [--reps 30]
+    python docs/benchmark-gpu-runs/rows_tables.py OUT.json [--reps 30]
 
 Shapes of the GPU benchmark's training batches (64 x 512 and 256 x 128 tokens, 8 heads, head dimension 64),
 fp16 and bf16, as ``xl``'s encoder (every distance), its causal decoder, and ``huang4``'s
@@ -20,11 +20,10 @@ import statistics
 
 import torch
 
-from fairseq_posenc.kernels import distance
-from fairseq_posenc.kernels.distance import distance_rows_attention
+from fairseq_posenc.kernels.distance import distance_rows_attention, rows
 
-WAYS = ("one-table", "bands", "in-tile")
-BAND = distance.ROW_BAND
+WAYS = ("one-table", "bands")
+BAND = rows.ROW_BAND
 
 CASES = {  # name: (causal, key rows)
     "xl encoder": (False, False),
@@ -53,11 +52,10 @@ def inputs(batch: int, length: int, dtype: torch.dtype, causal: bool, key_rows: 
 
 
 def call(args, causal: bool, way: str):
-    q, k, v, rows, keys, pad, r_lo = args
-    distance.ROW_BAND = 0 if way == "one-table" else BAND
-    out = distance_rows_attention(q, k, v, rows, r_lo, 0, pad, causal, keys,
-                                  in_tile=way == "in-tile")
-    leaves = [q, k, v, *rows, *(keys or ())]
+    q, k, v, query_rows, keys, pad, r_lo = args
+    rows.ROW_BAND = 0 if way == "one-table" else BAND
+    out = distance_rows_attention(q, k, v, query_rows, r_lo, 0, pad, causal, keys)
+    leaves = [q, k, v, *query_rows, *(keys or ())]
     grads = torch.autograd.grad(out, leaves, torch.ones_like(out))
     return out, grads
 
