@@ -11,21 +11,13 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.encodings import RelativeScalarBias
-from model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_model
+from support.batches import random_source
+from support.counting import count_distance_tables
+from support.model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_model
+from support.model_utils import MODEL_TOL as TOL
 
-TOL = 1e-5
 BEAM = 10
 LENPEN = 0.6
-
-
-def random_source(d, bsz=3, length=7, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(d.nspecial, VOCAB, (bsz, length), generator=g)
-    src[:, -1] = d.eos()
-    src[0, :3] = d.pad()  # left padding, as fairseq batches sources
-    src[1, :1] = d.pad()
-    return src, src.ne(d.pad()).sum(1)
 
 
 def full_logits(model, prev, enc_out):
@@ -166,19 +158,6 @@ def test_position_information_is_used(encoding):
         out_perm = model.encoder(src[:, perm], lengths[2:])["encoder_out"][0]
     diff = (out[perm] - out_perm).abs().max()
     assert (diff < TOL) if encoding == "none" else (diff > 1e-3)
-
-
-def count_distance_tables(model, monkeypatch):
-    """Record every per-distance table an encoding computes."""
-    calls = []
-    classes = {type(m) for m in model.modules() if isinstance(m, RelativeScalarBias)}
-    for cls in classes:
-        def counting(self, lo, hi, _original=cls.distance_bias):
-            calls.append((id(self), lo, hi))
-            return _original(self, lo, hi)
-
-        monkeypatch.setattr(cls, "distance_bias", counting)
-    return calls
 
 
 @pytest.mark.parametrize("encoding,flags,tables_per_stack", [

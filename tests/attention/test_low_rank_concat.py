@@ -7,7 +7,8 @@ and key dimensions (the ``"concat"`` kernel) and on CPU as a bias read from the
 sources and right-padded causal targets: outputs and the gradients of every parameter
 agree, and whole models give the same outputs and the same incremental decoding.
 The bias path itself is checked against naive loops of each paper's formula in
-``test_formulas.py``, ``test_tupe.py`` and ``test_decoding.py``.
+``tests/encodings/`` (``test_*_formulas.py``, ``test_tupe.py``) and in
+``tests/attention/test_decoding.py``.
 """
 
 from __future__ import annotations
@@ -15,42 +16,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fairseq_posenc.attention import PositionalMultiheadAttention
-from model_utils import assert_kernels_agree, build_attention, build_model
+from support.layers import layer_run
+from support.low_rank import CASES, set_kernel
+from support.model_utils import assert_kernels_agree, build_attention, build_model
 
 TOL = 1e-10
-
-CASES = [
-    ("diet_abs", {}, False),
-    ("diet_abs", {}, True),
-    ("diet_abs", {"diet_abs_sharing": "head", "diet_abs_rank": 3}, False),
-    ("diet_abs", {"diet_abs_symmetric": True}, True),
-    ("tupe_a", {}, False),
-    ("tupe_a", {}, True),
-    ("tupe_r", {}, False),
-    ("tupe_r", {}, True),
-    ("alibi", {}, True),
-]
-
-
-def set_kernel(module: torch.nn.Module, kernel: str) -> None:
-    for m in module.modules():
-        if isinstance(m, PositionalMultiheadAttention):
-            m.low_rank_kernel = kernel
-
-
-def layer_run(attn, x, causal, padding):
-    T = x.size(0)
-    mask = (torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype, device=x.device), 1)
-            if causal else None)
-    params = [p for p in (*attn.parameters(), *attn.encoding.parameters())]
-    for p in params:
-        p.grad = None
-    with attn.scope.open():
-        out, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
-    rows = ~padding.t()  # padded queries' outputs are never used
-    (out[rows] ** 2).sum().backward()
-    return out[rows].detach(), [p.grad.clone() if p.grad is not None else None for p in params]
 
 
 @pytest.mark.parametrize("encoding,flags,causal", CASES)
@@ -138,37 +108,3 @@ def test_concatenated_dimensions_are_padded_to_a_multiple_of_8():
     assert cq.shape[-1] == ck.shape[-1] == 72
     assert torch.allclose(cq @ ck.transpose(-1, -2), q @ k.transpose(-1, -2) + p_q @ p_k.transpose(-1, -2),
                           atol=1e-5)
-
-
-@pytest.mark.parametrize("q_len,k_len,q_offset,r_lo,r_hi", [
-    (9, 9, 0, -3, 3),     # encoder self-attention, clip 3
-    (9, 9, 0, -16, 16),   # clip beyond the length: no key reaches the clipped rows
-    (9, 9, 0, -3, 0),     # causal decoder's k + 1 rows
-    (1, 7, 6, -3, 0),     # one decoding step
-    (4, 7, 3, -1, 1),     # the last 4 queries, clip 1 (no distance inside the range)
-])
-def test_sums_by_clipped_distance_equal_the_naive_sums(q_len, k_len, q_offset, r_lo, r_hi):
-    """Shaw's sums per clipped distance (the value term, and the key term's gradient),
-    both ways (``scatter_add`` on CPU, the masked sums CUDA takes), against a loop over
-    the keys, float64, values and gradients."""
-    from fairseq_posenc.positions import (clipped_index, read_by_clipped_distance,
-                                          relative_positions, sum_by_clipped_distance,
-                                          sum_by_masks)
-    g = torch.Generator().manual_seed(0)
-    rows = r_hi - r_lo + 1
-    index = clipped_index(relative_positions(q_len, k_len, q_offset), r_lo, r_hi)
-    x = torch.randn(2, 3, q_len, k_len, dtype=torch.float64, generator=g)
-    ref = torch.zeros(2, 3, q_len, rows, dtype=torch.float64)
-    for i in range(q_len):
-        for j in range(k_len):
-            c = min(max(j - (q_offset + i), r_lo), r_hi)
-            ref[:, :, i, c - r_lo] += x[:, :, i, j]
-    assert torch.allclose(sum_by_clipped_distance(x, index, q_offset, r_lo, r_hi), ref,
-                          rtol=0, atol=1e-12)
-    assert torch.allclose(sum_by_masks(x, q_offset, r_lo, r_hi), ref, rtol=0, atol=1e-12)
-    per_distance = torch.randn(2, 3, q_len, rows, dtype=torch.float64, generator=g,
-                               requires_grad=True)
-    out = read_by_clipped_distance(per_distance, index, q_offset, r_lo, r_hi)
-    assert torch.equal(out, per_distance.gather(-1, index.expand_as(x)))
-    (out * x).sum().backward()
-    assert torch.allclose(per_distance.grad, ref, rtol=0, atol=1e-12)

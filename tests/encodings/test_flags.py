@@ -14,9 +14,9 @@ import pytest
 from fixtures.make_flag_snapshot import flag_table
 from fairseq_posenc.encodings import ENCODINGS
 from fairseq_posenc.encodings.flags import Flag
-from model_utils import build_model
+from support.model_utils import build_model
 
-SNAPSHOT = pathlib.Path(__file__).resolve().parent / "fixtures" / "position_flags.json"
+SNAPSHOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "position_flags.json"
 #: dest -> (field, old, new): deliberate changes since the snapshot.
 CHANGED = {
     # the old help repeated the prefix of the flag's name ("tupe: tupe_a, tupe_r: ...")

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionContext, get_encoding
-from model_utils import build_attention, build_model, encoding_args
-from test_decoding import random_source
-from test_formulas import TOL, naive_attention, run
+from support.batches import random_source
+from support.model_utils import build_attention, build_model, encoding_args
+from support.naive import TOL, naive_attention, run
 
 
 def clip(r: int, k: int) -> int:
@@ -153,7 +153,7 @@ def test_xl_projected_table_once_per_layer_and_grown_while_decoding(monkeypatch)
 # --- parameter counts with options ----------------------------------------------------
 
 _spec = importlib.util.spec_from_file_location(
-    "param_count", Path(__file__).resolve().parent.parent / "scripts" / "param_count.py")
+    "param_count", Path(__file__).resolve().parents[2] / "scripts" / "param_count.py")
 param_count = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(param_count)
 

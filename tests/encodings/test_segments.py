@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-import cli_utils as cu
+import support.cli_utils as cu
 from fairseq_posenc.encodings import PositionContext, PositionScope
 from fairseq_posenc.segments import SegmentAttention, segment_ids
-from model_utils import build_attention, build_model
-from test_formulas import naive_attention
+from support.model_utils import build_attention, build_model
+from support.naive import naive_attention
 
 TOL = 1e-9
 SEP = "w5"  # a symbol of the tests' dictionary (model_utils.dictionary)

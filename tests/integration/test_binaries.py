@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import cli_utils as cu
-from model_utils import ALL_ENCODINGS as ENCODINGS
+import support.cli_utils as cu
+from support.model_utils import ALL_ENCODINGS as ENCODINGS
 
 # fairseq 0.12 / hydra / torch deprecation noise, not this project's
 pytestmark = [

@@ -15,11 +15,11 @@ import pathlib
 import pytest
 import torch
 
-from model_utils import ALL_ENCODINGS, build_model, dictionary
+from support.model_utils import ALL_ENCODINGS, build_model, dictionary
 
 PAD = dictionary().pad()
 
-LEGACY = pathlib.Path(__file__).resolve().parent / "fixtures" / "legacy"
+LEGACY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 
 
 def test_every_encoding_has_a_legacy_checkpoint():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "setup_env.sh"
 BASH = shutil.which("bash")
 # What the script runs before it chooses (or refuses) an interpreter.

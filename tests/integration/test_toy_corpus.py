@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "make_toy_corpus.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_toy_corpus.py"
 
 DEMO_ARGS = ["--seed", "1", "--train", "20000", "--valid", "300", "--test", "300"]
 DEMO_SHA256 = {

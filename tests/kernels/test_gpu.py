@@ -2,7 +2,7 @@
 kernels exactly, and goes through ``fairseq-train --fp16`` / ``fairseq-generate --fp16``.
 
 Skipped where CUDA is absent (CI has no GPU). Run on a GPU machine with
-``python -m pytest tests/test_gpu.py -v``; a session with a GPU quotes its output in its
+``python -m pytest tests/kernels/test_gpu.py -v``; a session with a GPU quotes its output in its
 note. The references are the same as on CPU: the full-sequence forward for incremental
 decoding, and the bias path (itself checked against the papers' formulas on CPU) for the
 concatenated low-rank kernel.
@@ -15,10 +15,12 @@ import math
 import pytest
 import torch
 
-import cli_utils as cu
-from model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_attention, build_model
-from test_decoding import random_source
-from test_kernels import CASES, layer_run, set_kernel
+import support.cli_utils as cu
+from support.batches import random_source
+from support.layers import layer_run
+from support.low_rank import CASES, set_kernel
+from support.model_utils import (ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_attention,
+                                 build_model)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 CUDA = torch.device("cuda")
@@ -140,7 +142,7 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal, dropout_p):
     partial last tiles) against the naive softmax in float64 on the same rounded inputs;
     the errors are those of rounding probabilities to ``dtype`` for the matrix products.
     With attention dropout the reference drops where the kernel's mask does."""
-    from test_distance_kernel import run_both
+    from tests.kernels.test_distance_kernel import run_both
     config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True, False)
     (out, grads), (ref_out, ref_grads) = run_both(config, dtype, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
@@ -152,7 +154,7 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal, dropout_p):
 def test_fused_table_gradient_is_reproducible():
     """Each distance's sum is stored once per query block and summed in torch, no atomic
     adds: two runs give the same bits (64 sentences x 8 heads x 300 tokens, bf16)."""
-    from test_distance_kernel import kernels
+    from tests.kernels.test_distance_kernel import kernels
     g = torch.Generator(device=CUDA).manual_seed(0)
     q, k, v = (torch.randn(64, 8, 300, 64, device=CUDA, generator=g, dtype=torch.bfloat16)
                for _ in range(3))
@@ -174,7 +176,7 @@ def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi
     stays the concatenated kernel), and a model's outputs match the bias (or explicit)
     path's to half precision."""
-    from test_distance_kernel import counting_calls, set_kernels
+    from tests.kernels.test_distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
     model.to(CUDA, dtype)
     src, lengths = random_source(d)
@@ -198,7 +200,7 @@ def test_auto_fuses_with_attention_dropout_in_training(encoding, dtype):
     """With the recipes' ``--attention-dropout 0.1``, in training, ``"auto"`` keeps the
     fused kernel (its dropout variant, self-checked on this GPU) in every layer, and the
     training step's loss and gradients are finite."""
-    from test_distance_kernel import counting_calls
+    from tests.kernels.test_distance_kernel import counting_calls
     model, d = build_model(encoding, ["--attention-dropout", "0.1"])
     model.to(CUDA, dtype).train()
     src, lengths = random_source(d)
@@ -222,7 +224,7 @@ def test_fused_rotation_on_gpu(dtype):
     and ``"auto"`` uses it for a RoPE model in half precision."""
     from fairseq_posenc.encodings.rope import rotate_pairs
     from fairseq_posenc.kernels.rotary import rotate
-    from test_rotary_kernel import rotations, set_rope_kernel
+    from support.rotary import rotations, set_rope_kernel
     g = torch.Generator().manual_seed(0)
     x = torch.randn(512, 64, 8, 64, generator=g).to(CUDA, dtype).permute(1, 2, 0, 3)
     d_out = torch.randn(64, 8, 512, 64, generator=g).to(CUDA, dtype)
@@ -258,7 +260,7 @@ def test_fused_rotation_on_gpu(dtype):
 def test_fused_shaw_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with Shaw's terms by clipped distance (8 x 8 heads x 300 tokens,
     d_h = 64, k = 16) against eqs. (3)-(5) written out in float64 on the same inputs."""
-    from test_distance_kernel import run_shaw
+    from tests.kernels.test_distance_kernel import run_shaw
     got, ref = run_shaw((8, 8, 300, 300, 0, 16, causal), dtype, d=64, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for a, b in zip(got, ref):
@@ -271,7 +273,7 @@ def test_fused_shaw_at_a_training_shape(dtype, causal, dropout_p):
 def test_fused_rows_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with content terms by distance, query and key rows (Huang 4;
     8 x 8 heads x 300 tokens, d_h = 64) against the sum written out in float64."""
-    from test_distance_kernel import run_rows
+    from tests.kernels.test_distance_kernel import run_rows
     got, ref = run_rows((8, 8, 300, 300, 0, causal, True, 0), dtype, d=64,
                         dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3

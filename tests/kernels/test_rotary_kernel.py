@@ -1,9 +1,10 @@
 """RoPE's fused rotation (``fairseq_posenc.kernels.rotary``) turns each pair of q or k
 as the paper's 2 x 2 rotation does, and as the complex64 path does.
 
-On CPU the kernel runs in Triton's interpreter (``tests/interpreted.py``), in float32 and
-float16; compiled and in bfloat16 in ``tests/test_gpu.py``. The reference is the paper's
-eq. 34 written out with ``cos``/``sin`` in float64 on the same (rounded) inputs.
+On CPU the kernel runs in Triton's interpreter (``tests/support/interpreted.py``), in
+float32 and float16; compiled and in bfloat16 in ``tests/kernels/test_gpu.py``. The
+reference is the paper's eq. 34 written out with ``cos``/``sin`` in float64 on the same
+(rounded) inputs.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import torch
 
 from fairseq_posenc.context import KernelFamily
 from fairseq_posenc.encodings.rope import Rope, rotate_pairs
-from interpreted import DEVICE, kernel_module
-from model_utils import assert_kernels_agree, build_model
-from test_decoding import random_source
+from support.interpreted import DEVICE, kernel_module
+from support.model_utils import assert_kernels_agree, build_model
+from support.batches import random_source
+from support.rotary import rotations, set_rope_kernel
 
 rotary = kernel_module("rotary")
 
@@ -28,12 +30,6 @@ def paper_rotation(x: torch.Tensor, positions: torch.Tensor, base: float = 10000
     cos, sin = torch.cos(angle), torch.sin(angle)
     x0, x1 = x.double()[..., 0::2], x.double()[..., 1::2]
     return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(-2)
-
-
-def rotations(length: int, d: int, offset: int = 0) -> torch.Tensor:
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = torch.arange(offset, offset + length, dtype=torch.float64)[:, None] * theta
-    return torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
@@ -70,13 +66,6 @@ def test_bad_rotation_is_refused():
     x = torch.zeros(1, 2, 5, 8, device=DEVICE)
     with pytest.raises(ValueError, match=r"rotation must be complex64 of shape \(5, 4\)"):
         rotary.rotate(x, rotations(6, 8).to(DEVICE))
-
-
-def set_rope_kernel(model: torch.nn.Module, kernel: str) -> None:
-    ropes = [m for m in model.modules() if isinstance(m, Rope)]
-    assert ropes
-    for m in ropes:
-        m.kernel = kernel
 
 
 def test_model_with_the_fused_rotation():

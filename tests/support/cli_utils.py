@@ -1,4 +1,4 @@
-"""Helpers for the command-line tests (tests/test_binaries.py).
+"""Helpers for the command-line tests (tests/integration/test_binaries.py and others).
 
 In the style of fairseq's own ``tests/utils.py``: make a tiny synthetic parallel corpus,
 binarize it, train, generate and translate interactively through fairseq's real entry
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 USER_DIR = str(REPO_ROOT / "fairseq_posenc")
 BIN_DIR = Path(sys.executable).parent
 

@@ -1,4 +1,4 @@
-"""One rank of several ``fairseq-train`` runs in a row, for tests/test_binaries.py.
+"""One rank of several ``fairseq-train`` runs in a row, for tests/integration/test_binaries.py.
 
 ``python distributed_worker.py JOBS.json RANK`` where the file holds ``{"world_size": N,
 "port": P, "jobs": [[name, [fairseq-train args...]], ...]}``. Each job is fairseq-train's

@@ -19,6 +19,8 @@ ATTENTION_ENCODINGS = sorted(name for name, cls in ENCODINGS.items() if not cls.
 ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
 assert set(ALL_ENCODINGS) == set(ENCODINGS)
 VOCAB = 40
+#: Whole tiny models (float32) against themselves: incremental decoding, padding.
+MODEL_TOL = 1e-5
 
 
 def dictionary() -> Dictionary:
@@ -73,7 +75,7 @@ def assert_kernels_agree(model, d: Dictionary, choose, reference: str, other: st
     """A whole model with two kernel choices (``choose(model, name)``): the same encoder
     and decoder outputs (real source positions), and incremental decoding (single-query
     steps) equals ``other``'s full forward."""
-    from test_decoding import random_source
+    from support.batches import random_source  # it imports this module
     src, lengths = random_source(d)
     src, lengths = src.to(device), lengths.to(device)
     prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=device)

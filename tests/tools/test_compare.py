@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from cli_utils import console_script, subprocess_env
+from support.cli_utils import console_script, subprocess_env
 from fairseq_posenc.compare import cli, settings as settings_mod
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENCODINGS = ["sinusoidal", "t5"]
 
 

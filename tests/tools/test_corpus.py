@@ -19,7 +19,7 @@ import pytest
 from fairseq_posenc import corpus, hypotheses
 from fairseq_posenc.wmt.text import JOINER, join_marked
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RAW_PAIRS = {
     "train": [("The cat, which sleeps, is \"old\".", "Die Katze, die schläft, ist „alt“."),
               ("A well-known dog runs at 5:30.", "Ein bekannter Hund läuft um 5:30."),

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import sacrebleu
 
-from cli_utils import console_script, run_script, subprocess_env, write_lines
+from support.cli_utils import console_script, run_script, subprocess_env, write_lines
 from fairseq_posenc.evaluation import (
     ALPHA, AT5_BINS, BucketScore, bins_from_edges, bucket_table, by_length, paired_bootstrap,
     score)

@@ -1,7 +1,7 @@
 """fairseq_posenc.experiment, the runner posenc-reproduce and posenc-compare share: reading
 fairseq-train's log, the checkpoint rules, the fairseq-generate arguments, checkpoint
 averaging and a failing fairseq run. The whole chain (train, translate, score) runs in
-tests/test_wmt_reproduce.py's smoke mode."""
+tests/tools/test_wmt_reproduce.py's smoke mode."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_average_checkpoints(tmp_path):
 # --- fairseq-generate -----------------------------------------------------------------
 
 
-USER_DIR = str(Path(__file__).resolve().parents[1] / "fairseq_posenc")
+USER_DIR = str(Path(__file__).resolve().parents[2] / "fairseq_posenc")
 
 
 def test_generate_args_decode_every_sentence_with_beam_10():

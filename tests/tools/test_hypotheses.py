@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
+from support.cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
 from fairseq_posenc.hypotheses import main
 from fairseq_posenc.wmt.text import JOINER, TOKENIZER
 

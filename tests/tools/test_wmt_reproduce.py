@@ -369,7 +369,7 @@ def test_table_scripts_are_the_recipes(tmp_path):
 
     from fairseq_posenc.wmt import table_scripts
 
-    examples = Path(__file__).resolve().parent.parent / "examples" / "wmt"
+    examples = Path(__file__).resolve().parents[2] / "examples" / "wmt"
     for fresh in table_scripts.write_scripts(tmp_path):
         checked_in = examples / fresh.name
         assert checked_in.exists() and checked_in.read_text() == fresh.read_text(), (
@@ -391,7 +391,7 @@ def test_a_table_script_runs_the_recipes_commands_for_every_seed(tmp_path):
     and 2, and evaluation covers both seeds."""
     import subprocess
 
-    script = Path(__file__).resolve().parent.parent / "examples" / "wmt" / "at5_table.sh"
+    script = Path(__file__).resolve().parents[2] / "examples" / "wmt" / "at5_table.sh"
     stubs = ('fairseq-train() { echo "TRAIN $*"; }; posenc-prepare-wmt() { :; }; '
              'posenc-reproduce() { echo "REPRODUCE $*"; }; python() { echo /U; }; ')
     done = subprocess.run(["bash", "-c", stubs + f'source "{script}" --seeds 2'],
