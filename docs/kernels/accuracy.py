@@ -2,7 +2,7 @@
 same rounded inputs: max |error| / max |reference| for the output and every gradient,
 without and with attention dropout.
 
-    PYTHONPATH=.:tests python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
+    PYTHONPATH=. python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
     (on a CUDA machine: > docs/kernels/accuracy-gpu.txt)
 
 Uses the tests' comparisons (``tests/kernels/test_distance_kernel.py``); without CUDA the
@@ -12,7 +12,7 @@ bfloat16 is measured too.
 
 import torch
 
-from support.interpreted import DEVICE
+from tests.support.interpreted import DEVICE
 from tests.kernels.test_distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both,
                                                 run_rows, run_shaw)
 

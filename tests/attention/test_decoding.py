@@ -11,10 +11,10 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from support.batches import random_source
-from support.counting import count_distance_tables
-from support.model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_model
-from support.model_utils import MODEL_TOL as TOL
+from tests.support.batches import random_source
+from tests.support.counting import count_distance_tables
+from tests.support.model_utils import ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_model
+from tests.support.model_utils import MODEL_TOL as TOL
 
 BEAM = 10
 LENPEN = 0.6
@@ -29,6 +29,7 @@ def test_incremental_equals_full_forward_with_beam_reordering(encoding):
     assert_incremental_equals_full(*build_model(encoding), steps=9)
 
 
+@pytest.mark.slow  # 67 decoding steps per case
 @pytest.mark.parametrize("encoding,flags", [
     ("xl", ["--xl-clamp-len", "2"]),  # a clip: the bias read by clipped distance
     ("xl", ["--xl-untie-r"]),
@@ -68,6 +69,7 @@ def assert_incremental_equals_full(model, d, steps: int) -> None:
             prefix = torch.cat([prefix, nxt], 1)
 
 
+@pytest.mark.slow  # beam search of every encoding
 @pytest.mark.parametrize("encoding", ALL_ENCODINGS)
 def test_beam_search_scores_equal_full_forward_rescoring(encoding):
     model, d = build_model(encoding)
@@ -246,6 +248,7 @@ def test_pos_layers_places_the_encoding(encoding, flags, first_only):
         assert (terms[1] is None) == first_only
 
 
+@pytest.mark.slow  # two incremental decodings of every encoding
 @pytest.mark.parametrize("encoding", ATTENTION_ENCODINGS)
 def test_step_path_and_general_path_both_equal_full_forward(encoding, monkeypatch):
     """Beam search's steps (one query, no padding, no weights asked) take the attention's

@@ -13,8 +13,8 @@ import torch
 from fairseq.tasks.translation import TranslationConfig
 
 from fairseq_posenc.generation import GNMTLengthPenalty, TranslationGNMTTask
-from support.batches import random_source
-from support.model_utils import build_model
+from tests.support.batches import random_source
+from tests.support.model_utils import build_model
 
 
 def test_penalty_is_gnmts():

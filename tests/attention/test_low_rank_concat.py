@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from support.layers import layer_run
-from support.low_rank import CASES, set_kernel
-from support.model_utils import assert_kernels_agree, build_attention, build_model
+from tests.support.layers import layer_run
+from tests.support.low_rank import CASES, set_kernel
+from tests.support.model_utils import assert_kernels_agree, build_attention, build_model
 
 TOL = 1e-10
 

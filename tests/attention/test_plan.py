@@ -13,7 +13,7 @@ from fairseq_posenc.context import TRITON_FAMILIES, KernelFamily, PositionScope
 from fairseq_posenc.encodings import ENCODINGS, get_encoding
 from fairseq_posenc.plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.segments import SegmentAttention
-from support.model_utils import encoding_args
+from tests.support.model_utils import encoding_args
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

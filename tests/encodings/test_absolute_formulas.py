@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from fairseq_posenc.positions import gather_absolute_pairs
-from support.model_utils import build_attention
-from support.naive import TOL, naive_attention
+from tests.support.model_utils import build_attention
+from tests.support.naive import TOL, naive_attention
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -59,7 +59,7 @@ def test_input_position_term(encoding):
     """What the input encoding adds to the scaled token embedding, at real positions:
     the k-th real token gets row k + padding_idx + 1 (fairseq's numbering), whatever the
     padding of its row."""
-    from support.model_utils import build_model
+    from tests.support.model_utils import build_model
 
     model, d = build_model(encoding)
     src = torch.randint(d.nspecial, 30, (2, 6))

@@ -14,10 +14,10 @@ import torch
 
 from fairseq_posenc.encodings import PositionContext
 from fairseq_posenc.encodings import get_encoding
-from support.batches import random_source
-from support.counting import count_distance_tables
-from support.model_utils import build_attention, build_model, encoding_args
-from support.naive import clip, naive_attention, run
+from tests.support.batches import random_source
+from tests.support.counting import count_distance_tables
+from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.naive import clip, naive_attention, run
 
 TOL = 1e-9
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from fairseq_posenc.positions import expand_distance_bias, t5_bucket
-from support.model_utils import build_attention
-from support.naive import TOL, clip, naive_attention, naive_t5_bucket, run
+from tests.support.model_utils import build_attention
+from tests.support.naive import TOL, clip, naive_attention, naive_t5_bucket, run
 
 
 @pytest.mark.parametrize("r,bucket", [(-1, 1), (-8, 8), (-16, 10), (-64, 14), (-127, 15),

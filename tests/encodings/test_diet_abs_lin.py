@@ -11,7 +11,7 @@ from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.encodings import PositionScope
 from fairseq_posenc.encodings.diet_abs import DietAbs
 from fairseq_posenc.encodings.diet_abs_lin import DietAbsLin
-from support.model_utils import build_model, encoding_args
+from tests.support.model_utils import build_model, encoding_args
 
 TOL = 1e-9
 

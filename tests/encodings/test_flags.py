@@ -11,10 +11,10 @@ import pathlib
 
 import pytest
 
-from fixtures.make_flag_snapshot import flag_table
+from tests.fixtures.make_flag_snapshot import flag_table
 from fairseq_posenc.encodings import ENCODINGS
 from fairseq_posenc.encodings.flags import Flag
-from support.model_utils import build_model
+from tests.support.model_utils import build_model
 
 SNAPSHOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "position_flags.json"
 #: dest -> (field, old, new): deliberate changes since the snapshot.

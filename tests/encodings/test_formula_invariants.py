@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionContext, PositionKind
-from support.model_utils import build_attention
-from support.naive import TOL
+from tests.support.model_utils import build_attention
+from tests.support.naive import TOL
 
 
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionContext, get_encoding
-from support.batches import random_source
-from support.model_utils import build_attention, build_model, encoding_args
-from support.naive import TOL, naive_attention, run
+from tests.support.batches import random_source
+from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.naive import TOL, naive_attention, run
 
 
 def clip(r: int, k: int) -> int:

@@ -11,8 +11,8 @@ import math
 import pytest
 import torch
 
-from support.model_utils import build_attention
-from support.naive import TOL, heads, naive_attention, run
+from tests.support.model_utils import build_attention
+from tests.support.naive import TOL, heads, naive_attention, run
 
 
 @torch.no_grad()
@@ -83,7 +83,7 @@ def test_huang4_attention(causal, clip):
 def test_huang_factors_start_at_one(encoding):
     """Multiplicative methods start from plain attention (docs/conventions.md: start a at 1)."""
     from fairseq_posenc.encodings import get_encoding
-    from support.model_utils import encoding_args
+    from tests.support.model_utils import encoding_args
 
     enc = get_encoding(encoding).build(encoding_args(), num_heads=2, head_dim=4, causal=False,
                                        max_positions=10)

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-import support.cli_utils as cu
+import tests.support.cli_utils as cu
 from fairseq_posenc.encodings import PositionContext, PositionScope
 from fairseq_posenc.segments import SegmentAttention, segment_ids
-from support.model_utils import build_attention, build_model
-from support.naive import naive_attention
+from tests.support.model_utils import build_attention, build_model
+from tests.support.naive import naive_attention
 
 TOL = 1e-9
 SEP = "w5"  # a symbol of the tests' dictionary (model_utils.dictionary)
@@ -133,6 +133,7 @@ def _one_torch_thread():
     torch.set_num_threads(saved)
 
 
+@pytest.mark.slow  # fairseq-train and -generate
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
                             "ignore::DeprecationWarning")
 def test_cli_two_sentence_sources(tmp_path, _one_torch_thread):

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionContext
-from support.model_utils import build_attention
-from support.naive import TOL, clip, naive_attention, run
+from tests.support.model_utils import build_attention
+from tests.support.naive import TOL, clip, naive_attention, run
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -11,9 +11,9 @@ import torch
 import fairseq_posenc.encodings.base as base
 import fairseq_posenc.encodings.tupe as tupe
 from fairseq_posenc.encodings.t5 import T5
-from support.batches import random_source
-from support.model_utils import MODEL_TOL, build_attention, build_model
-from support.naive import TOL, heads, naive_t5_bucket
+from tests.support.batches import random_source
+from tests.support.model_utils import MODEL_TOL, build_attention, build_model
+from tests.support.naive import TOL, heads, naive_t5_bucket
 
 T, B, PAD = 7, 2, 2  # row 1 of the batch is padded by PAD
 BUCKETS, MAX_DISTANCE = 8, 6  # small enough that a 7-token sequence spans several log buckets

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import support.cli_utils as cu
-from support.model_utils import ALL_ENCODINGS as ENCODINGS
+import tests.support.cli_utils as cu
+from tests.support.model_utils import ALL_ENCODINGS as ENCODINGS
 
 # fairseq 0.12 / hydra / torch deprecation noise, not this project's
 pytestmark = [
+    pytest.mark.slow,  # fairseq-train, -generate and -interactive runs for every encoding
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::FutureWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fairseq_posenc.encodings import get_encoding
-from support.model_utils import build_model
+from tests.support.model_utils import build_model
 
 
 def test_unknown_encoding_names_the_choices():

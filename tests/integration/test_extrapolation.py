@@ -11,7 +11,7 @@ import argparse
 import pytest
 import torch
 
-import support.cli_utils as cu
+import tests.support.cli_utils as cu
 from fairseq_posenc.extrapolation import (
     Untranslatable, checkpoint_limits, length_limits, source_sizes)
 

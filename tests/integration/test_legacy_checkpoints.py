@@ -15,7 +15,9 @@ import pathlib
 import pytest
 import torch
 
-from support.model_utils import ALL_ENCODINGS, build_model, dictionary
+from tests.support.model_utils import ALL_ENCODINGS, build_model, dictionary
+
+pytestmark = pytest.mark.slow  # a model per checkpoint fixture
 
 PAD = dictionary().pad()
 

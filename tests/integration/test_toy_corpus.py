@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # scripts/make_toy_corpus.py run for every split
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "make_toy_corpus.py"
 
 DEMO_ARGS = ["--seed", "1", "--train", "20000", "--valid", "300", "--test", "300"]

@@ -2,7 +2,7 @@
 here for an H100 (sm_90) that is not here, and what they take of it.
 
 Compiling needs the kernels defined compiled, not interpreted, and the other kernel tests
-set ``TRITON_INTERPRET=1`` for this process (``tests/interpreted.py``): the compiling runs
+set ``TRITON_INTERPRET=1`` for this process (``tests/support/interpreted.py``): the compiling runs
 in a child process without it. The references: ``ptxas -v``'s own report of the compile
 that made each binary (Triton's ``TRITON_DUMP_PTXAS_LOG``, with an empty cache so that it
 compiles), for the registers and stack frame read from the binary; and two kernels whose
@@ -23,6 +23,8 @@ import textwrap
 from typing import Optional
 
 import pytest
+
+pytestmark = pytest.mark.slow  # compiles the kernels in child processes
 
 # Not imported here: Triton's interpreter, which the other kernel tests use, is chosen
 # before Triton is first imported.

@@ -24,9 +24,9 @@ import torch
 
 from fairseq_posenc.context import KernelFamily
 from fairseq_posenc.attention import PositionalMultiheadAttention
-from support.interpreted import DEVICE, kernel_module
-from support.model_utils import assert_kernels_agree, build_attention, build_model
-from support.layers import layer_run
+from tests.support.interpreted import DEVICE, kernel_module
+from tests.support.model_utils import assert_kernels_agree, build_attention, build_model
+from tests.support.layers import layer_run
 
 kernels = kernel_module("distance")
 
@@ -395,7 +395,7 @@ def test_pos_kernels_flag(choice, expected, monkeypatch):
     fuse (forced here: CUDA in half precision); an unknown choice is refused."""
     import fairseq_posenc.attention as attention
     from fairseq_posenc.models import choose_kernels
-    from support.batches import random_source
+    from tests.support.batches import random_source
 
     monkeypatch.setattr(attention, "fused_by_default", lambda family, x, dropout=False: True)
     model, d = build_model("t5", ["--pos-kernels", choice])

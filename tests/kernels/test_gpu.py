@@ -15,14 +15,15 @@ import math
 import pytest
 import torch
 
-import support.cli_utils as cu
-from support.batches import random_source
-from support.layers import layer_run
-from support.low_rank import CASES, set_kernel
-from support.model_utils import (ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_attention,
+import tests.support.cli_utils as cu
+from tests.support.batches import random_source
+from tests.support.layers import layer_run
+from tests.support.low_rank import CASES, set_kernel
+from tests.support.model_utils import (ALL_ENCODINGS, ATTENTION_ENCODINGS, VOCAB, build_attention,
                                  build_model)
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 CUDA = torch.device("cuda")
 
 
@@ -224,7 +225,7 @@ def test_fused_rotation_on_gpu(dtype):
     and ``"auto"`` uses it for a RoPE model in half precision."""
     from fairseq_posenc.encodings.rope import rotate_pairs
     from fairseq_posenc.kernels.rotary import rotate
-    from support.rotary import rotations, set_rope_kernel
+    from tests.support.rotary import rotations, set_rope_kernel
     g = torch.Generator().manual_seed(0)
     x = torch.randn(512, 64, 8, 64, generator=g).to(CUDA, dtype).permute(1, 2, 0, 3)
     d_out = torch.randn(64, 8, 512, 64, generator=g).to(CUDA, dtype)

@@ -14,10 +14,10 @@ import torch
 
 from fairseq_posenc.context import KernelFamily
 from fairseq_posenc.encodings.rope import Rope, rotate_pairs
-from support.interpreted import DEVICE, kernel_module
-from support.model_utils import assert_kernels_agree, build_model
-from support.batches import random_source
-from support.rotary import rotations, set_rope_kernel
+from tests.support.interpreted import DEVICE, kernel_module
+from tests.support.model_utils import assert_kernels_agree, build_model
+from tests.support.batches import random_source
+from tests.support.rotary import rotations, set_rope_kernel
 
 rotary = kernel_module("rotary")
 
@@ -68,6 +68,7 @@ def test_bad_rotation_is_refused():
         rotary.rotate(x, rotations(6, 8).to(DEVICE))
 
 
+@pytest.mark.slow  # a whole model in Triton's interpreter
 def test_model_with_the_fused_rotation():
     """A whole RoPE model (float32): the same outputs as the complex path, and decoding
     step by step equals the fused full forward."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from support.model_utils import VOCAB
+from tests.support.model_utils import VOCAB
 
 
 def random_source(d, bsz=3, length=7, seed=0):

@@ -12,8 +12,8 @@ import torch
 from fairseq import options
 from fairseq.tasks.translation import TranslationTask
 
-from fixtures.make_legacy_checkpoints import FLAGS
-from support.model_utils import dictionary
+from tests.fixtures.make_legacy_checkpoints import FLAGS
+from tests.support.model_utils import dictionary
 
 
 def tiny_checkpoint(encoding: str, extra: list[str], path: Path) -> torch.nn.Module:

@@ -75,7 +75,7 @@ def assert_kernels_agree(model, d: Dictionary, choose, reference: str, other: st
     """A whole model with two kernel choices (``choose(model, name)``): the same encoder
     and decoder outputs (real source positions), and incremental decoding (single-query
     steps) equals ``other``'s full forward."""
-    from support.batches import random_source  # it imports this module
+    from tests.support.batches import random_source  # it imports this module
     src, lengths = random_source(d)
     src, lengths = src.to(device), lengths.to(device)
     prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=device)

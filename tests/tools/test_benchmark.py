@@ -248,6 +248,7 @@ def test_layer_parameters_include_the_encodings_once(name, first_terms):
     assert by_name(["pos_encodings."]) or name == "stock"
 
 
+@pytest.mark.slow  # training steps of every encoding's layers
 def test_layer_train_steps_adam_over_the_layers_and_their_encoding(monkeypatch):
     """The layer level's train call ends with an Adam step over the first layers'
     parameters and their encoding's (TUPE's term, the stack's), and nothing else; at

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_utils import console_script, subprocess_env
+from tests.support.cli_utils import console_script, subprocess_env
 from fairseq_posenc.compare import cli, settings as settings_mod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,7 @@ def sacrebleu_cli(*args: str) -> list:
     return json.loads(out.stdout)
 
 
+@pytest.mark.slow  # the comparison end to end
 def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path):
     out = tmp_path / "cmp"
     first = compare(out, raw, 1)
@@ -186,6 +187,7 @@ def test_uneven_or_missing_language_files_are_refused(raw, tmp_path, capsys):
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.slow  # the comparison prepares its data before it refuses
 def test_a_table_of_positions_shorter_than_the_training_data_is_refused(raw, tmp_path, capsys):
     out = tmp_path / "cmp"
     says = run_main(base_args(out, raw, "--encodings", "sinusoidal", "diet_abs",

@@ -19,6 +19,8 @@ import pytest
 from fairseq_posenc import corpus, hypotheses
 from fairseq_posenc.wmt.text import JOINER, join_marked
 
+pytestmark = pytest.mark.slow  # posenc-prepare-corpus end to end
+
 ROOT = Path(__file__).resolve().parents[2]
 RAW_PAIRS = {
     "train": [("The cat, which sleeps, is \"old\".", "Die Katze, die schläft, ist „alt“."),

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import sacrebleu
 
-from support.cli_utils import console_script, run_script, subprocess_env, write_lines
+from tests.support.cli_utils import console_script, run_script, subprocess_env, write_lines
 from fairseq_posenc.evaluation import (
     ALPHA, AT5_BINS, BucketScore, bins_from_edges, bucket_table, by_length, paired_bootstrap,
     score)
@@ -189,6 +189,7 @@ def test_posenc_score_bad_input_says_what_to_do(tmp_path):
         score_main(["--ref", ref, "--hyp", ref, "--baseline", "x"])
 
 
+@pytest.mark.slow  # posenc-score's console script
 def test_posenc_score_marks_every_significant_difference_with_its_direction(tmp_path, capsys):
     """Per system: score, difference to the baseline (its score minus the baseline's) and
     p-value, marked * exactly where ``sacrebleu --paired-bs`` gives p < 0.05 and the

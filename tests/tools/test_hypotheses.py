@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
+from tests.support.cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
 from fairseq_posenc.hypotheses import main
 from fairseq_posenc.wmt.text import JOINER, TOKENIZER
 
@@ -54,6 +54,7 @@ def test_main_writes_hypotheses_in_test_order(files, capsys):
     assert capsys.readouterr().out.splitlines() == RAW
 
 
+@pytest.mark.slow  # three interpreters importing fairseq
 def test_console_script_and_module(files):
     """The installed ``posenc-hypotheses`` and ``python -m fairseq_posenc.hypotheses``
     print the raw sentences, a file posenc-score takes line for line."""

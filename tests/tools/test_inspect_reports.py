@@ -29,8 +29,10 @@ import torch
 
 from fairseq_posenc.context import PositionContext
 from fairseq_posenc.inspection import cli
-from support.inspection import layer_values, read_pictures, tiny_checkpoint
-from support.model_utils import ALL_ENCODINGS
+from tests.support.inspection import layer_values, read_pictures, tiny_checkpoint
+from tests.support.model_utils import ALL_ENCODINGS
+
+pytestmark = pytest.mark.slow  # a checkpoint and a rendered report per encoding
 
 
 #: Report name -> (encoding, extra flags): every encoding, and the variants whose term

@@ -22,8 +22,8 @@ from fairseq_posenc import corpus
 from fairseq_posenc.inspection import cli
 from fairseq_posenc.inspection.load import load_model
 from fairseq_posenc.wmt.text import JOINER
-from fixtures.make_legacy_checkpoints import FLAGS
-from support.cli_utils import (
+from tests.fixtures.make_legacy_checkpoints import FLAGS
+from tests.support.cli_utils import (
     create_parallel_corpus,
     preprocess_translation_data,
     read_lines,
@@ -31,8 +31,10 @@ from support.cli_utils import (
     train_translation_model,
     write_lines,
 )
-from support.inspection import layer_values, read_pictures, tiny_checkpoint
-from support.model_utils import dictionary
+from tests.support.inspection import layer_values, read_pictures, tiny_checkpoint
+from tests.support.model_utils import dictionary
+
+pytestmark = pytest.mark.slow  # fairseq-train, posenc-prepare-corpus, the console script
 
 
 # -- a checkpoint from fairseq-train: sentences, the console script, errors ------------

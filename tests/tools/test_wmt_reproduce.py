@@ -181,6 +181,7 @@ def test_missing_hypotheses_are_an_error(tmp_path):
     assert evaluate.hypotheses(out, 2) == ["first", "second"]  # sorted by id
 
 
+@pytest.mark.slow  # two interpreters importing fairseq
 def test_the_demo_reads_hypotheses_the_same_way(tmp_path):
     """scripts/demo.sh collects hypotheses with ``python -m fairseq_posenc.hypotheses``: the
     same lines in the same order, and the same error for a missing one."""
@@ -250,6 +251,7 @@ def test_average_checkpoints(tmp_path):
     assert state["model"]["n"].tolist() == [2] and state["extra"] == 2  # non-float: last
 
 
+@pytest.mark.slow  # the whole chain: prepare, train, translate, score, tabulate
 def test_smoke_mode_runs_every_table(tmp_path):
     """prepare (offline archives) -> train a tiny model per table row and dataset direction
     -> fairseq-generate every test set -> sacreBLEU -> the three tables."""

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from fairseq_posenc.wmt import catalog, cli, fake_archives
-from support.wmt_prepare import EUROPARL, NC_V10, SMALL, run
+from tests.support.wmt_prepare import EUROPARL, NC_V10, SMALL, run
 
 
 # --------------------------------------------------------------------------------------

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from fairseq_posenc.wmt import catalog, common, download, fake_archives
-from support.wmt_prepare import COMMONCRAWL, EUROPARL, NC_V10, SMALL, count, run
+from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, NC_V10, SMALL, count, run
+
+pytestmark = pytest.mark.slow  # preparations from the fake archives
 
 
 # --------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ import pytest
 
 from fairseq_posenc.wmt import common, fake_archives
 from fairseq_posenc.wmt import czeng as wmt_czeng  # names of locals here
-from support.wmt_prepare import SMALL, check_contract, run
+from tests.support.wmt_prepare import SMALL, check_contract, run
+
+pytestmark = pytest.mark.slow  # whole preparations from the fake archives
 
 
 # --------------------------------------------------------------------------------------

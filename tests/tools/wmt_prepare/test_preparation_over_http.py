@@ -12,7 +12,9 @@ import pytest
 
 from fairseq_posenc.wmt import common, fake_archives
 from fairseq_posenc.wmt import text as wmt_text  # names of locals here
-from support.wmt_prepare import COMMONCRAWL, EUROPARL, SMALL, WMT13_TEST, check_contract, run
+from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, SMALL, WMT13_TEST, check_contract, run
+
+pytestmark = pytest.mark.slow  # whole preparations from the fake archives
 
 
 # --------------------------------------------------------------------------------------
