@@ -69,7 +69,6 @@ def assert_incremental_equals_full(model, d, steps: int) -> None:
             prefix = torch.cat([prefix, nxt], 1)
 
 
-@pytest.mark.slow  # beam search of every encoding
 @pytest.mark.parametrize("encoding", ALL_ENCODINGS)
 def test_beam_search_scores_equal_full_forward_rescoring(encoding):
     model, d = build_model(encoding)
@@ -248,7 +247,6 @@ def test_pos_layers_places_the_encoding(encoding, flags, first_only):
         assert (terms[1] is None) == first_only
 
 
-@pytest.mark.slow  # two incremental decodings of every encoding
 @pytest.mark.parametrize("encoding", ATTENTION_ENCODINGS)
 def test_step_path_and_general_path_both_equal_full_forward(encoding, monkeypatch):
     """Beam search's steps (one query, no padding, no weights asked) take the attention's

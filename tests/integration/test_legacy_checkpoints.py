@@ -17,8 +17,6 @@ import torch
 
 from tests.support.model_utils import ALL_ENCODINGS, build_model, dictionary
 
-pytestmark = pytest.mark.slow  # a model per checkpoint fixture
-
 PAD = dictionary().pad()
 
 LEGACY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
