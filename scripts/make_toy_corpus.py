@@ -31,7 +31,7 @@ So every German rule above holds in each part, and the English words, the constr
 inside each part and their translations are those of the training data; only the length
 and the chaining are new. The long split has its own random stream (derived from --seed),
 so train/valid/test are the same, byte for byte, with or without it
-(tests/test_toy_corpus.py pins them by hash).
+(tests/integration/test_toy_corpus.py pins them by hash).
 
     python scripts/make_toy_corpus.py --out data/demo/raw --train 20000
     python scripts/make_toy_corpus.py --out data/demo/raw --test-long 200 --long-min-len 40

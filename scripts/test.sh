@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the environment (once; later runs reuse it) and run the test suite.
-#   bash scripts/test.sh [pytest args...]
+#   bash scripts/test.sh [pytest args...]   e.g. -m "not slow" (the fast loop), tests/encodings
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${POSENC_VENV:-$ROOT/.venv}"
@@ -9,4 +9,5 @@ bash "$ROOT/scripts/setup_env.sh"
 "$VENV/bin/python" -c "import triton" 2>/dev/null ||
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$ROOT/requirements-test.txt"
 cd "$ROOT"
-exec "$VENV/bin/python" -m pytest tests "$@"
+# No path given: pytest.ini's testpaths (tests/); paths given: only those.
+exec "$VENV/bin/python" -m pytest "$@"

@@ -2,19 +2,19 @@
 same rounded inputs: max |error| / max |reference| for the output and every gradient,
 without and with attention dropout.
 
-    PYTHONPATH=tests python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
+    PYTHONPATH=. python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
     (on a CUDA machine: > docs/kernels/accuracy-gpu.txt)
 
-Uses the tests' comparisons (``tests/test_distance_kernel.py``); without CUDA the kernels
-run in Triton's interpreter (``tests/interpreted.py``), with CUDA compiled, and then
+Uses the tests' comparisons (``tests/kernels/test_distance_kernel.py``); without CUDA the
+kernels run in Triton's interpreter (``tests/support/interpreted.py``), with CUDA compiled, and then
 bfloat16 is measured too.
 """
 
 import torch
 
-from interpreted import DEVICE
-from test_distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both, run_rows,
-                                  run_shaw)
+from tests.support.interpreted import DEVICE
+from tests.kernels.test_distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both,
+                                                run_rows, run_shaw)
 
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
 

@@ -2,7 +2,7 @@
 # Chen et al. 2021b (DIET), Table 4: newstest2018, SacreBLEU (default, cased)
 #
 # Generated from fairseq_posenc/wmt/recipes.py by `posenc-reproduce scripts --out examples/wmt`;
-# do not edit (tests/test_wmt_reproduce.py fails when this file drifts from the recipes).
+# do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from the recipes).
 # One GPU per run; `posenc-reproduce commands --paper diet --gpus N` prints them for N GPUs.
 set -euo pipefail
 SEEDS=1   # --seeds N: train and evaluate seeds 1..N of every cell (mean ± std in the table)

@@ -13,7 +13,7 @@ complex path. The backward is the inverse rotation (the transpose: ``-sin``) of 
 gradient, by the same kernel.
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
-before import), where ``tests/test_rotary_kernel.py`` compares it with the complex path.
+before import), where ``tests/kernels/test_rotary_kernel.py`` compares it with the complex path.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ per dataset, every ``fairseq-train`` of the table with the paper's flags (one GP
 ``posenc-reproduce evaluate`` and
 ``table``, with the ``fairseq-generate`` command that evaluation runs for each cell written
 beside it. ``posenc-reproduce scripts --out examples/wmt`` writes them;
-``tests/test_wmt_reproduce.py`` fails when a checked-in script drifts from the recipes.
+``tests/tools/test_wmt_reproduce.py`` fails when a checked-in script drifts from the recipes.
 
 Paths are shell variables (``$DATA``, ``$WORK``, ``$USER_DIR``), so a script is the same on
 every machine.
@@ -73,7 +73,7 @@ def script(paper: Paper) -> str:
         "#",
         "# Generated from fairseq_posenc/wmt/recipes.py by `posenc-reproduce scripts --out "
         "examples/wmt`;",
-        "# do not edit (tests/test_wmt_reproduce.py fails when this file drifts from the recipes).",
+        "# do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from the recipes).",
         "# One GPU per run; `posenc-reproduce commands --paper "
         f"{paper.key} --gpus N` prints them for N GPUs.",
         "set -euo pipefail",

@@ -1,0 +1,67 @@
+"""The encodings' flags, generated from their specs, are the ones checkpoints and scripts
+know: every option, dest, default, type, choice, metavar and help as the hand-written
+definitions of commit a496576 had them (``fixtures/position_flags.json``, written by
+``fixtures/make_flag_snapshot.py``), except the changes and additions listed here on
+purpose."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from tests.fixtures.make_flag_snapshot import flag_table
+from fairseq_posenc.encodings import ENCODINGS
+from fairseq_posenc.encodings.flags import Flag
+from tests.support.model_utils import build_model
+
+SNAPSHOT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "position_flags.json"
+#: dest -> (field, old, new): deliberate changes since the snapshot.
+CHANGED = {
+    # the old help repeated the prefix of the flag's name ("tupe: tupe_a, tupe_r: ...")
+    "tupe_max_len": ("help", "tupe: tupe_a, tupe_r: ", "tupe_a, tupe_r: "),
+}
+#: Flags added since the snapshot (a new flag changes no old one's meaning).
+ADDED = {"pos_kernels"}
+
+
+def test_flags_are_the_snapshot():
+    old = json.loads(SNAPSHOT.read_text())["flags"]
+    new = flag_table()
+    assert ADDED <= {row["dest"] for row in new}
+    new = [row for row in new if row["dest"] not in ADDED]
+    assert [row["dest"] for row in new] == [row["dest"] for row in old]
+    for before, now in zip(old, new):
+        change = CHANGED.get(before["dest"])
+        if change is not None:
+            field, was, becomes = change
+            assert before[field].startswith(was) and now[field].startswith(becomes)
+            before = {**before, field: becomes + before[field][len(was):]}
+        assert now == before
+
+
+def test_every_encoding_declares_its_flags_as_specs():
+    for name, cls in ENCODINGS.items():
+        assert all(isinstance(flag, Flag) for flag in cls.flags), name
+        assert len({flag.option for flag in cls.flags}) == len(cls.flags), name
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("--diet-abs-rank", "0", "--diet-abs-rank must be a positive integer, got 0. Leave it "
+                             "unset for the default."),
+    ("--t5-num-buckets", "3", "--t5-num-buckets must be at least 4, got 3. T5 uses 32."),
+    ("--diet-abs-lin-k", "-1", "--diet-abs-lin-k must be a positive integer, got -1. DIET "
+                               "uses k = 32."),
+    ("--num-segments", "0", "--num-segments must be a positive integer, got 0. Use the most "
+                            "segments a source has."),
+])
+def test_a_bad_value_says_what_to_do(option, value, message):
+    encoding = option.split("-")[2] if not option.startswith("--num") else "sinusoidal"
+    encoding = {"diet": "diet_abs", "t5": "t5"}.get(encoding, encoding)
+    if option.startswith("--diet-abs-lin"):
+        encoding = "diet_abs_lin"
+    extra = ["--segment-embedding"] if option == "--num-segments" else []
+    with pytest.raises(ValueError) as error:
+        build_model(encoding, [option, value, *extra])
+    assert str(error.value) == message

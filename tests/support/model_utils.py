@@ -1,0 +1,95 @@
+"""Builders shared by the numeric tests: tiny models and single attention layers."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+import torch
+from fairseq.data import Dictionary
+
+from fairseq_posenc import build
+from fairseq_posenc.attention import PositionalMultiheadAttention
+from fairseq_posenc.encodings import ENCODINGS, PositionScope, get_encoding
+from fairseq_posenc.models import fill_position_defaults
+
+INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
+# Every registered encoding: a new one is covered by the shared tests as soon as it exists.
+ATTENTION_ENCODINGS = sorted(name for name, cls in ENCODINGS.items() if not cls.at_input)
+ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
+assert set(ALL_ENCODINGS) == set(ENCODINGS)
+VOCAB = 40
+#: Whole tiny models (float32) against themselves: incremental decoding, padding.
+MODEL_TOL = 1e-5
+
+
+def dictionary() -> Dictionary:
+    return build.toy_dictionary(VOCAB)
+
+
+def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transformer_tiny"):
+    """A tiny ``transformer_posenc`` model in eval mode, dropout 0, position parameters
+    drawn from N(0, 1) so that position terms are large enough to matter in comparisons."""
+    d = dictionary()
+    model = build.build_model(
+        f"{arch}_{encoding}",
+        ["--dropout", "0", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
+         "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48", *extra],
+        d)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "pos_encodings" in name or "embed_positions" in name:
+                p.normal_(0.0, 1.0)
+    return model.eval(), d
+
+
+def encoding_args(**overrides) -> argparse.Namespace:
+    args = argparse.Namespace(**overrides)
+    fill_position_defaults(args)
+    return args
+
+
+def build_attention(
+    encoding: str, *, causal: bool, embed_dim: int = 8, num_heads: int = 2,
+    max_positions: int = 12, **flags,
+) -> PositionalMultiheadAttention:
+    """One position-aware self-attention layer with its own encoding, in float64."""
+    torch.manual_seed(0)
+    attn = PositionalMultiheadAttention(embed_dim, num_heads)
+    enc = get_encoding(encoding).build(
+        encoding_args(**flags), num_heads=num_heads, head_dim=embed_dim // num_heads,
+        causal=causal, max_positions=max_positions,
+    )
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.normal_(0.0, 1.0)
+        for p in attn.parameters():  # projection biases start at 0: make them count
+            p.normal_(0.0, 0.5)
+    attn.attach(enc, PositionScope())
+    attn.encoding_module = enc  # registered here so .double() converts it too
+    return attn.double().eval()
+
+
+def assert_kernels_agree(model, d: Dictionary, choose, reference: str, other: str,
+                         tol: float, device: str = "cpu") -> None:
+    """A whole model with two kernel choices (``choose(model, name)``): the same encoder
+    and decoder outputs (real source positions), and incremental decoding (single-query
+    steps) equals ``other``'s full forward."""
+    from tests.support.batches import random_source  # it imports this module
+    src, lengths = random_source(d)
+    src, lengths = src.to(device), lengths.to(device)
+    prev = torch.randint(d.nspecial, VOCAB, (3, 6), device=device)
+    prev[:, 0] = d.eos()
+    outputs = {}
+    with torch.no_grad():
+        for name in (reference, other):
+            choose(model, name)
+            enc_out = model.encoder(src, lengths)
+            outputs[name] = (enc_out["encoder_out"][0], model.decoder(prev, enc_out)[0])
+        real = src.ne(d.pad()).t()
+        assert (outputs[reference][0][real] - outputs[other][0][real]).abs().max() < tol
+        assert (outputs[reference][1] - outputs[other][1]).abs().max() < tol
+        state: dict = {}
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
+            assert (step - outputs[other][1][:, t]).abs().max() < tol, t

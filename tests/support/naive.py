@@ -1,0 +1,82 @@
+"""Naive references written from the papers' formulas, and the layer under test run on
+the same input.
+
+The references index tables by ``r = j - i`` (docs/conventions.md) and loop over batch,
+head, query and key in plain Python; they share nothing with the code under test but the
+parameter tensors. float64, tolerance :data:`TOL`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+TOL = 1e-9
+
+
+def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: bool) -> int:
+    """T5 paper / mesh-tensorflow description, scalar by scalar."""
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        if r > 0:
+            bucket += num_buckets
+        n = abs(r)
+    else:
+        n = max(-r, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return bucket + n
+    scaled = math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact)
+    return bucket + min(exact + int(scaled), num_buckets - 1)
+
+
+def heads(attn, x):
+    """Queries, keys and values of every head, ``(T, B, H, d_h)`` each, unscaled."""
+    T, B, _ = x.shape
+    shape = (T, B, attn.num_heads, attn.head_dim)
+    return (attn.q_proj(x).view(shape), attn.k_proj(x).view(shape),
+            attn.v_proj(x).view(shape))
+
+
+@torch.no_grad()
+def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
+                    key_padding=None):
+    """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
+    ``rotate(vector, position)`` first transforms every query and key (RoPE)."""
+    T, B, C = x.shape
+    H, D = attn.num_heads, attn.head_dim
+    q, k, v = heads(attn, x)
+    if rotate is not None:
+        q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], t) for h in range(H)])
+                                      for b in range(B)]) for t in range(T)])
+        k = torch.stack([torch.stack([torch.stack([rotate(k[t, b, h], t) for h in range(H)])
+                                      for b in range(B)]) for t in range(T)])
+    out = torch.zeros(T, B, H, D, dtype=x.dtype)
+    for b in range(B):
+        for h in range(H):
+            for i in range(T):
+                keys = [j for j in (range(i + 1) if causal else range(T))
+                        if key_padding is None or not key_padding[b, j]]
+                e = [float(q[i, b, h] @ k[j, b, h]) / math.sqrt(D) + logit_term(b, h, i, j, q[i, b, h])
+                     for j in keys]
+                m = max(e)
+                w = [math.exp(x_ - m) for x_ in e]
+                s = sum(w)
+                for j, wj in zip(keys, w):
+                    vj = v[j, b, h] + (value_term(h, i, j) if value_term else 0)
+                    out[i, b, h] += wj / s * vj
+    return attn.out_proj(out.reshape(T, B, C))
+
+
+def run(attn, x, causal):
+    T = x.size(0)
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
+    with attn.scope.open():
+        out, _ = attn(x, x, x, attn_mask=mask, need_weights=False)
+    return out
+
+
+def clip(r: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, r))
