@@ -37,8 +37,7 @@ case "$stage" in
   tests)
     workers=()  # pytest-xdist, where its wheel came along
     python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
-    python3 -m pytest tests/kernels/test_gpu.py tests/kernels/test_distance_kernel.py \
-        tests/kernels/test_rotary_kernel.py "${workers[@]}" -q -rfE -p no:cacheprovider 2>&1 |
+    python3 -m pytest tests/kernels "${workers[@]}" -q -rfE -p no:cacheprovider 2>&1 |
       tee "$out/gpu-tests.log" | tail -20 || echo "the GPU suite failed: $out/gpu-tests.log"
     python3 docs/kernels/accuracy.py > "$out/accuracy-gpu.txt"  # the checkout is on PYTHONPATH
     ;;

@@ -5,16 +5,16 @@ without and with attention dropout.
     PYTHONPATH=. python docs/kernels/accuracy.py > docs/kernels/accuracy-cpu.txt
     (on a CUDA machine: > docs/kernels/accuracy-gpu.txt)
 
-Uses the tests' comparisons (``tests/kernels/test_distance_kernel.py``); without CUDA the
-kernels run in Triton's interpreter (``tests/support/interpreted.py``), with CUDA compiled, and then
-bfloat16 is measured too.
+Uses the kernel tests' comparisons (``tests/support/distance_kernel.py``); without CUDA the
+kernels run in Triton's interpreter (``tests/support/interpreted.py``), with CUDA compiled,
+and then bfloat16 is measured too.
 """
 
 import torch
 
 from tests.support.interpreted import DEVICE
-from tests.kernels.test_distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both,
-                                                run_rows, run_shaw)
+from tests.support.distance_kernel import (CONFIGS, ROWS_CONFIGS, SHAW_CONFIGS, run_both,
+                                           run_rows, run_shaw)
 
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
 

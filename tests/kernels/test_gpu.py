@@ -143,7 +143,7 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal, dropout_p):
     partial last tiles) against the naive softmax in float64 on the same rounded inputs;
     the errors are those of rounding probabilities to ``dtype`` for the matrix products.
     With attention dropout the reference drops where the kernel's mask does."""
-    from tests.kernels.test_distance_kernel import run_both
+    from tests.support.distance_kernel import run_both
     config = (8, 8, 300, 300, 64, 64, 0, causal, 8, True, False)
     (out, grads), (ref_out, ref_grads) = run_both(config, dtype, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
@@ -155,7 +155,7 @@ def test_fused_distance_kernel_at_a_training_shape(dtype, causal, dropout_p):
 def test_fused_table_gradient_is_reproducible():
     """Each distance's sum is stored once per query block and summed in torch, no atomic
     adds: two runs give the same bits (64 sentences x 8 heads x 300 tokens, bf16)."""
-    from tests.kernels.test_distance_kernel import kernels
+    from tests.support.distance_kernel import kernels
     g = torch.Generator(device=CUDA).manual_seed(0)
     q, k, v = (torch.randn(64, 8, 300, 64, device=CUDA, generator=g, dtype=torch.bfloat16)
                for _ in range(3))
@@ -177,7 +177,7 @@ def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi
     stays the concatenated kernel), and a model's outputs match the bias (or explicit)
     path's to half precision."""
-    from tests.kernels.test_distance_kernel import counting_calls, set_kernels
+    from tests.support.distance_kernel import counting_calls, set_kernels
     model, d = build_model(encoding)
     model.to(CUDA, dtype)
     src, lengths = random_source(d)
@@ -201,7 +201,7 @@ def test_auto_fuses_with_attention_dropout_in_training(encoding, dtype):
     """With the recipes' ``--attention-dropout 0.1``, in training, ``"auto"`` keeps the
     fused kernel (its dropout variant, self-checked on this GPU) in every layer, and the
     training step's loss and gradients are finite."""
-    from tests.kernels.test_distance_kernel import counting_calls
+    from tests.support.distance_kernel import counting_calls
     model, d = build_model(encoding, ["--attention-dropout", "0.1"])
     model.to(CUDA, dtype).train()
     src, lengths = random_source(d)
@@ -261,7 +261,7 @@ def test_fused_rotation_on_gpu(dtype):
 def test_fused_shaw_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with Shaw's terms by clipped distance (8 x 8 heads x 300 tokens,
     d_h = 64, k = 16) against eqs. (3)-(5) written out in float64 on the same inputs."""
-    from tests.kernels.test_distance_kernel import run_shaw
+    from tests.support.distance_kernel import run_shaw
     got, ref = run_shaw((8, 8, 300, 300, 0, 16, causal), dtype, d=64, dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for a, b in zip(got, ref):
@@ -274,7 +274,7 @@ def test_fused_shaw_at_a_training_shape(dtype, causal, dropout_p):
 def test_fused_rows_at_a_training_shape(dtype, causal, dropout_p):
     """The compiled kernel with content terms by distance, query and key rows (Huang 4;
     8 x 8 heads x 300 tokens, d_h = 64) against the sum written out in float64."""
-    from tests.kernels.test_distance_kernel import run_rows
+    from tests.support.distance_kernel import run_rows
     got, ref = run_rows((8, 8, 300, 300, 0, causal, True, 0), dtype, d=64,
                         dropout_p=dropout_p)
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3

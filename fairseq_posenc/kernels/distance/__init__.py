@@ -18,7 +18,7 @@ the probabilities from each row's log-sum-exp; no ``len x len`` tensor, no atomi
 By role: :mod:`.terms` (the term types), :mod:`.tile`, :mod:`.forward`, :mod:`.backward`
 (the Triton kernels), :mod:`.launch` (tiles, shapes, launches, dropout's seed),
 :mod:`.tables` and :mod:`.rows` (the entry points). Compiled on CUDA, or in Triton's
-interpreter (``TRITON_INTERPRET=1`` before import: ``tests/interpreted.py``).
+interpreter (``TRITON_INTERPRET=1`` before import: ``tests/support/interpreted.py``).
 ``docs/architecture.md``, ``docs/decisions.md``.
 """
 

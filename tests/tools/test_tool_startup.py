@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_utils import REPO_ROOT, USER_DIR, subprocess_env
+from tests.support.cli_utils import REPO_ROOT, USER_DIR, subprocess_env
 
 #: ``posenc-NAME = module:function`` of setup.py's console scripts.
 SCRIPTS = dict(re.findall(r'"(posenc-[a-z-]+) = ([\w.]+):main"',
