@@ -168,15 +168,15 @@ class Plan:
 
     path: Path
     #: The term in the fused distance kernel, and the kernel family it runs as.
-    fused: Optional[object] = None
+    fused: Optional["PositionEncoding"] = None
     family: Optional[KernelFamily] = None
     #: ``LOW_RANK`` (and causal-exact) terms run as extra query and key dimensions.
-    concatenated: tuple = ()
+    concatenated: tuple["PositionEncoding", ...] = ()
     #: Whether the float mask (SDPA, explicit) has a gradient.
     mask_needs_grad: bool = False
     #: :attr:`KernelFamily.ROWS` terms that one query reads as products by distance
     #: (the others, clipped shorter than the sentence, as their bias).
-    one_query_rows: tuple = ()
+    one_query_rows: tuple["PositionEncoding", ...] = ()
 
 
 #: ``(family, dropout, device, dtype) -> bool``: whether a Triton family has been verified
@@ -246,19 +246,19 @@ def plan_attention(positions: AttachedPositions, call: Call,
                 one_query_rows=_covered_rows(positions, call) if call.q_len == 1 else ())
 
 
-def _covered_rows(positions: AttachedPositions, call: Call) -> tuple:
+def _covered_rows(positions: AttachedPositions, call: Call) -> tuple["PositionEncoding", ...]:
     q_offset = call.k_len - call.q_len
     return tuple(t for t in positions.by_rows
                  if t.rows_cover(call.q_len, call.k_len, q_offset))
 
 
-def _has_gradient(term) -> bool:
+def _has_gradient(term: "PositionEncoding") -> bool:
     """Whether ``term``'s tensor has a gradient when autograd records: it reads the
     queries or keys, or it has a trained parameter."""
     return term.kind in READS_CONTENT or any(p.requires_grad for p in term.parameters())
 
 
-def _concatenates(term, call: Call, low_rank_kernel: LowRankKernel) -> bool:
+def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRankKernel) -> bool:
     """Whether ``term`` runs as extra query and key dimensions."""
     family = family_of(term)
     if family is KernelFamily.EXTRA_DIMENSIONS:
@@ -273,7 +273,7 @@ def _concatenates(term, call: Call, low_rank_kernel: LowRankKernel) -> bool:
                                            and call.device.type == "cuda")
 
 
-def _fused_family(term, call: Call, distance_kernel: DistanceKernel,
+def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: DistanceKernel,
                   verified: Optional[Verifier]) -> Optional[KernelFamily]:
     """The family in which the fused distance kernel runs ``term``, the layer's one
     ``len x len`` term; None where it does not."""
