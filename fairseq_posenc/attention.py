@@ -7,9 +7,9 @@ override (``docs/fairseq-notes.md``; ``docs/decisions.md``, "Replacing forward")
 
 Logits ``c_ij * s_ij + b_ij``: ``c_ij = q_i.k_j`` (``q`` scaled) or a term's replacement,
 ``s_ij`` a factor by distance, ``b_ij`` additive terms and masks; output ``softmax(e) v``
-plus any value term. Each term declares its kind and kernel family; :func:`~fairseq_posenc.
-plan.plan_attention` picks one path per call from those alone, and ``forward`` runs it. The
-paths give the same numbers up to rounding:
+plus any value term. Each term declares its kind and kernel family;
+:func:`~fairseq_posenc.attention_plan.plan_attention` picks one path per call from those
+alone, and ``forward`` runs it. The paths give the same numbers up to rounding:
 
 * fused -- ``F.scaled_dot_product_attention``, additive terms in its float mask,
   ``LOW_RANK`` terms (and causal ALiBi) as extra q, k dimensions (:func:`concat_low_rank`);
@@ -36,7 +36,7 @@ from torch import Tensor
 
 from .context import KernelFamily, PositionContext, PositionKind, PositionScope
 from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
-from .plan import (
+from .attention_plan import (
     AttachedPositions,
     Call,
     DistanceKernel,
@@ -104,7 +104,8 @@ def _logit_terms(
     """What ``terms`` (but ``skip``) do to the logits: ``content`` replacing ``q.k``, a
     ``scale`` multiplying the content logits and an additive ``bias``; None where no term
     has one. ``q`` is scaled; ``padding_mask`` as for :func:`_additive_term`; ``by_rows``:
-    terms that one query reads as products by distance (:attr:`.plan.Plan.one_query_rows`)."""
+    terms that one query reads as products by distance
+    (:attr:`.attention_plan.Plan.one_query_rows`)."""
     content: Optional[Tensor] = None
     scale: Optional[Tensor] = None
     bias: Optional[Tensor] = None

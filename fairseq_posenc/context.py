@@ -64,7 +64,7 @@ class PositionKind(enum.Enum):
 
 
 # What each kind asks of the attention, declared with the kinds; the planner
-# (:mod:`fairseq_posenc.plan`) reads these sets.
+# (:mod:`fairseq_posenc.attention_plan`) reads these sets.
 
 #: Kinds that add a ``len x len`` (or larger) tensor to the logits.
 MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,

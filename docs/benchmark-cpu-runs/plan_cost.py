@@ -1,5 +1,6 @@
-"""Host time of planning one self-attention call (``plan.plan_attention`` and its ``Call``)
-in a decoding step, beside one decoding step of that layer, on CPU with one thread.
+"""Host time of planning one self-attention call (``attention_plan.plan_attention`` and
+its ``Call``) in a decoding step, beside one decoding step of that layer, on CPU with one
+thread.
 
     PYTHONPATH=. python docs/benchmark-cpu-runs/plan_cost.py
 
@@ -12,7 +13,7 @@ import timeit
 
 import torch
 
-from fairseq_posenc.plan import Call, plan_attention
+from fairseq_posenc.attention_plan import Call, plan_attention
 from tests.support.model_utils import build_model
 
 torch.set_num_threads(1)

@@ -12,7 +12,7 @@
 #              tokens, for the encodings the fused kernels run (their dropout is new)
 #   translate  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps'
 #              own path is new since the table's translation column, and each step now
-#              plans its call: about 1 us of host time per layer on CPU, plan.plan_attention)
+#              plans its call: about 1 us of host time per layer on CPU, attention_plan.py)
 #   rows       xl's and huang4's kernel per call, fp16 and bf16, with their rows made as
 #              one tensor and in bands (rows_tables.py)
 #   rows-train [WAY ...]  their training steps, fp16, each way given (default: both):

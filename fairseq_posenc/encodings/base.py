@@ -183,7 +183,7 @@ class PositionEncoding(nn.Module):
     #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
     content_scale: float = 1.0
     #: How the term can run fused, its kernel family (None: no fused kernel); the planner
-    #: (:mod:`fairseq_posenc.plan`) reads it, and each family's hooks are below:
+    #: (:mod:`fairseq_posenc.attention_plan`) reads it, and each family's hooks are below:
     #:
     #: * ``DISTANCE``, ``DISTANCE_FACTOR``: :meth:`RelativeScalarBias.distance_table`;
     #: * ``CAUSAL_EXTRA_DIMENSIONS``: a ``DISTANCE_BIAS`` that equals a ``LOW_RANK`` term

@@ -11,7 +11,7 @@ import torch
 
 from fairseq_posenc.context import TRITON_FAMILIES, KernelFamily, PositionScope
 from fairseq_posenc.encodings import ENCODINGS, get_encoding
-from fairseq_posenc.plan import AttachedPositions, Call, Path, plan_attention
+from fairseq_posenc.attention_plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.segments import SegmentAttention
 from tests.support.model_utils import encoding_args
 

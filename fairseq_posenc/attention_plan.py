@@ -7,7 +7,7 @@ layer's kernel switches and what the call is (:class:`Call`: device, dtype, leng
 causality, dropout, weights asked, a decoding step, autograd) and returns a :class:`Plan`:
 the path, the term the fused distance kernel runs, the low-rank terms concatenated as extra
 query and key dimensions, and whether the float mask needs a gradient. It touches no
-tensor, so a table of cases tests it (``tests/attention/test_plan.py``), and
+tensor, so a table of cases tests it (``tests/attention/test_attention_plan.py``), and
 :meth:`~fairseq_posenc.attention.PositionalMultiheadAttention.forward` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
 """
