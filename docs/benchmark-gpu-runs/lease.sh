@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The GPU measurements, in parts that each fit one command of a 15-minute lease (at most
+# 9 minutes, wheels installed included). A lent session runs the next part not yet in
+# docs/benchmark-gpu-runs/README.md ("Parts"), first, before any other GPU work:
+#
+#   bash docs/benchmark-gpu-runs/lease.sh OUT PART      # from the repository root
+#
+#   1  the library route per call (cuDNN SDPA with a bias and dBias, library_routes.py);
+#      training steps, fp16, 128 and 512 tokens, every encoding with a target, with and
+#      without the recipes' --attention-dropout 0.1 (the README's training columns);
+#      xl's and huang4's training steps with their encoder tables as one table
+#      (ROW_BAND = 0; the bands, the default, are in the first file); the GPU kernel suite
+#      in the time left
+#   2  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps' own
+#      path and their plans); bf16 training steps; xl's and huang4's kernel per call with
+#      one table and with bands (rows_tables.py); the compiled kernels' accuracy
+#
+# Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
+# ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
+# stage writes under OUT as it ends, and a stage that would overrun the deadline
+# (LEASE_SECONDS, default 530 s from the start) is cut short by `timeout`, its JSON left
+# out. At most 8 files come back: each part writes at most 7.
+# LEASE_DRY=1: a dry run on the CPU (tiny models, 12 tokens, one repetition, three
+# encodings; the CUDA-only stages report their error), to check the script before a lease.
+# Afterwards, here: merge the JSON (`posenc-benchmark --merge`, README.md here) and rebuild
+# the GPU tables of README.md and docs/performance.md.
+set -uo pipefail
+out="${1:?usage: lease.sh OUT PART}"
+part="${2:?usage: lease.sh OUT PART}"
+start=$(date +%s)
+deadline=$((start + ${LEASE_SECONDS:-530}))
+mkdir -p "$out"
+exec > >(tee -a "$out/lease.log") 2>&1
+left() { echo $((deadline - $(date +%s))); }
+stage() {  # stage NAME NEED CAP CMD...: run CMD if NEED seconds are left, for at most CAP
+  local name=$1 need=$2 cap=$3
+  shift 3
+  local budget
+  budget=$(left)
+  if [ "$budget" -lt "$need" ]; then
+    echo "== $name: skipped, ${budget}s left, needs about ${need}s"
+    return 0
+  fi
+  echo "== $name: start at +$(( $(date +%s) - start ))s, ${budget}s left"
+  budget=$((budget - 5))
+  [ "$budget" -gt "$cap" ] && budget=$cap
+  timeout --kill-after=5 "$budget" "$@"
+  echo "== $name: exit $? at +$(( $(date +%s) - start ))s"
+  local partial  # a finished run's checkpoint of its configurations
+  for partial in "$out"/*.partial; do
+    [ -f "${partial%.partial}" ] && rm -f "$partial"
+  done
+  return 0
+}
+
+if [ -d .whl ] && [ "${LEASE_DRY:-0}" != 1 ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+fi
+export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# cudnn-frontend loads the libcudnn that torch's CUDA build brings
+cudnn_lib=$(python3 -c "import glob, os, sysconfig; print(' '.join(glob.glob(os.path.join(sysconfig.get_path('purelib'), 'nvidia/cu*/lib/libcudnn.so.9'))))" 2>/dev/null)
+[ -n "$cudnn_lib" ] && export LD_LIBRARY_PATH="$(dirname ${cudnn_lib%% *})${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+echo "commit ${POSENC_GIT_COMMIT:-unknown}"
+
+device=(--device cuda --level model --reps 8)
+targeted=$(python3 -c "from fairseq_posenc.benchmark.settings import CUDA_TARGETS; print(' '.join(CUDA_TARGETS))")
+lengths=(128 512)
+half=float16 bf16=bfloat16
+kernel_tests=(tests/kernels)
+if [ "${LEASE_DRY:-0}" = 1 ]; then
+  device=(--device cpu --level model --reps 1 --sizes tiny --batch 2 --translate-sentences 1)
+  targeted="sinusoidal t5 xl"
+  lengths=(12)
+  half=float32 bf16=float32
+  kernel_tests=(tests/kernels/test_gpu.py)
+fi
+bench=(python3 -m fairseq_posenc.benchmark "${device[@]}")
+
+case "$part" in
+  1)
+    stage library-routes 40 120 python3 docs/benchmark-gpu-runs/library_routes.py "$out"
+    stage train 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" --dtype "$half" \
+      --calls train --out-json "$out/train-fp16.json" --out-md /tmp/train-fp16.md
+    stage train-dropout 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
+      --dtype "$half" --calls train --attention-dropout 0.1 \
+      --out-json "$out/train-fp16-dropout.json" --out-md /tmp/train-fp16-dropout.md
+    stage rows-one-table 40 120 python3 -c "import sys; from fairseq_posenc.kernels.distance import rows
+rows.ROW_BAND = 0
+from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
+      "${device[@]}" --encodings xl huang4 --lengths "${lengths[@]}" --dtype "$half" --calls train --out-json "$out/rows-one-table.json" \
+      --out-md /tmp/rows-one-table.md
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
+    stage gpu-tests 60 600 python3 -m pytest "${kernel_tests[@]}" "${workers[@]}" -q -rfE \
+      -p no:cacheprovider -o log_cli=false --junitxml="$out/gpu-tests.xml"
+    ;;
+  2)
+    stage translate 200 600 "${bench[@]}" --lengths "${lengths[0]}" --dtype "$half" \
+      --calls translate --reps 5 --out-json "$out/translate-fp16.json" \
+      --out-md /tmp/translate.md
+    stage train-bf16 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
+      --dtype "$bf16" --calls train --out-json "$out/train-bf16.json" \
+      --out-md /tmp/train-bf16.md
+    stage rows-tables 40 120 python3 docs/benchmark-gpu-runs/rows_tables.py \
+      "$out/rows-tables.json"
+    stage accuracy 40 120 bash -c "python3 docs/kernels/accuracy.py > '$out/accuracy-gpu.txt'"
+    ;;
+  *)
+    echo "unknown part '$part': 1 or 2" >&2
+    exit 2
+    ;;
+esac
+echo "== done at +$(( $(date +%s) - start ))s"
