@@ -21,7 +21,12 @@ come first, and reverses the bias's distances with them (``b[j - i]`` becomes ``
 ``agree`` compares each route's output and gradients (table's included) with a float32
 reference of the formula on the real rows.
 
-    python docs/benchmark-gpu-runs/library_routes.py OUT_DIR
+    python docs/benchmark-gpu-runs/library_routes.py OUT_DIR [routes] [without_copies]
+
+``without_copies``: the cuDNN route on fairseq's ``(T, B, H, D)`` memory with no copy (each
+sequence's first real token as a ragged offset), and torch's SDPA with the fixed bias and
+the padding summed into one ``(B, H, T, T)`` mask, beside stock and the project's kernel on
+the same tensors.
 
 writes OUT_DIR/library-routes.json; needs ``nvidia-cudnn-frontend`` (1.16.0) for the cuDNN
 cases (the others run without it).
@@ -55,9 +60,11 @@ class CudnnGraphs:
     """cuDNN SDPA forward and backward graphs for one shape, with the padding as cuDNN's
     right-padding mask, and optionally a ``(1, H, T, T)`` bias and its gradient."""
 
-    def __init__(self, cudnn, handle, B, T, bias: bool, dbias: bool):
+    def __init__(self, cudnn, handle, B, T, bias: bool, dbias: bool, ragged: bool = False):
         self.cudnn, self.handle = cudnn, handle
         like = torch.empty(B, H, T, D, device=dev, dtype=torch.float16)
+        if ragged:  # fairseq's (T, B, H, D) memory; each sequence from its first token on
+            like = torch.empty(T, B, H, D, device=dev, dtype=torch.float16).permute(1, 2, 0, 3)
         stats = torch.empty(B, H, T, 1, device=dev, dtype=torch.float32)
         bias_like = torch.empty(1, H, T, T, device=dev, dtype=torch.float16)
         half, flt, i32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.INT32
@@ -69,8 +76,19 @@ class CudnnGraphs:
         def lengths(g):
             return g.tensor(dim=[B, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
 
+        def offsets(g):
+            return g.tensor(dim=[B + 1, 1, 1, 1], stride=[1, 1, 1, 1],
+                            data_type=cudnn.data_type.INT64) if ragged else None
+
+        def ragged_like(g, off):
+            t = g.tensor_like(like)
+            if off is not None:
+                t.set_ragged_offset(off)
+            return t
+
         f = self.f = graph()
-        self.fq, self.fk, self.fv = (f.tensor_like(like) for _ in range(3))
+        self.foff = offsets(f)
+        self.fq, self.fk, self.fv = (ragged_like(f, self.foff) for _ in range(3))
         self.fsq, self.fskv = lengths(f), lengths(f)
         self.fb = f.tensor_like(bias_like) if bias else None
         self.fo, self.fstats = f.sdpa(name="sdpa", q=self.fq, k=self.fk, v=self.fv,
@@ -78,10 +96,14 @@ class CudnnGraphs:
                                       use_padding_mask=True, seq_len_q=self.fsq,
                                       seq_len_kv=self.fskv)
         self.fo.set_output(True).set_dim(like.size()).set_stride(like.stride())
+        if ragged:
+            self.fo.set_ragged_offset(self.foff)
         self.fstats.set_output(True).set_dim(stats.size()).set_stride(stats.stride())
         self.fstats.set_data_type(flt)
         b = self.b = graph()
-        self.bq, self.bk, self.bv, self.bo, self.bdo = (b.tensor_like(like) for _ in range(5))
+        self.boff = offsets(b)
+        self.bq, self.bk, self.bv, self.bo, self.bdo = (ragged_like(b, self.boff)
+                                                        for _ in range(5))
         self.bstats = b.tensor_like(stats)
         self.bsq, self.bskv = lengths(b), lengths(b)
         self.bb = b.tensor_like(bias_like) if bias else None
@@ -92,6 +114,8 @@ class CudnnGraphs:
             use_padding_mask=True, seq_len_q=self.bsq, seq_len_kv=self.bskv)
         for t in (self.bdq, self.bdk, self.bdv):
             t.set_output(True).set_dim(like.size()).set_stride(like.stride())
+            if ragged:
+                t.set_ragged_offset(self.boff)
         for g in (f, b):
             g.validate()
             g.build_operation_graph()
@@ -101,21 +125,25 @@ class CudnnGraphs:
         self.workspace = torch.empty(max(f.get_workspace_size(), b.get_workspace_size()),
                                      device=dev, dtype=torch.uint8)
 
-    def forward(self, q, k, v, bias, lengths):
+    def forward(self, q, k, v, bias, lengths, offsets=None):
         o = torch.empty_like(q)
         stats = torch.empty(*q.shape[:3], 1, device=dev, dtype=torch.float32)
         pack = {self.fq: q, self.fk: k, self.fv: v, self.fo: o, self.fstats: stats,
                 self.fsq: lengths, self.fskv: lengths}
+        if self.foff is not None:
+            pack[self.foff] = offsets
         if self.fb is not None:
             pack[self.fb] = bias
         self.f.execute(pack, self.workspace, handle=self.handle)
         return o, stats
 
-    def backward(self, q, k, v, o, do, stats, bias, lengths):
+    def backward(self, q, k, v, o, do, stats, bias, lengths, offsets=None):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         pack = {self.bq: q, self.bk: k, self.bv: v, self.bo: o, self.bdo: do,
                 self.bstats: stats, self.bdq: dq, self.bdk: dk, self.bdv: dv,
                 self.bsq: lengths, self.bskv: lengths}
+        if self.boff is not None:
+            pack[self.boff] = offsets
         dbias = None
         if self.bb is not None:
             pack[self.bb] = bias
@@ -158,6 +186,50 @@ class CudnnDistanceAttention(torch.autograd.Function):
             dtable.index_add_(1, index, dbias[0].reshape(H, -1).float())
             dtable = dtable.to(bias.dtype)
         return dq.flip(2), dk.flip(2), dv.flip(2), dtable, None, None
+
+
+class CudnnRaggedDistanceAttention(torch.autograd.Function):
+    """The same through cuDNN with no copy: ``q``, ``k``, ``v`` are ``(B, H, T, D)`` views
+    of fairseq's ``(T, B, H, D)`` memory, and each sequence is told to cuDNN by a ragged
+    offset at its first real token and its length (cuDNN's padding mask)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, table, pad, graphs):
+        B, _, T, _ = q.shape
+        start = pad.sum(1)
+        lengths = (T - start).to(torch.int32).view(-1, 1, 1, 1)
+        offsets = torch.empty(B + 1, dtype=torch.int64, device=dev)
+        offsets[:B] = start * (B * H * D) + torch.arange(B, device=dev) * (H * D)
+        offsets[B] = T * B * H * D
+        offsets = offsets.view(-1, 1, 1, 1)
+        r = torch.arange(T, device=dev)
+        bias = None if table is None else table[:, r[None] - r[:, None] + T - 1][None]
+        bias = None if bias is None else bias.contiguous()
+        o, stats = graphs.forward(q, k, v, bias, lengths, offsets)
+        ctx.save_for_backward(q, k, v, o, stats, bias, lengths, offsets)
+        ctx.graphs, ctx.table_shape = graphs, None if table is None else table.shape
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, stats, bias, lengths, offsets = ctx.saved_tensors
+        do = do.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3)
+        dq, dk, dv, dbias = ctx.graphs.backward(q, k, v, o, do, stats, bias, lengths, offsets)
+        dtable = None
+        if dbias is not None:
+            T = q.size(2)
+            r = torch.arange(T, device=dev)
+            index = (r[None] - r[:, None] + T - 1).reshape(-1)
+            dtable = torch.zeros(ctx.table_shape, device=dev, dtype=torch.float32)
+            dtable.index_add_(1, index, dbias[0].reshape(H, -1).float())
+            dtable = dtable.to(bias.dtype)
+        return dq, dk, dv, dtable, None, None
+
+
+def fairseq_layout(t):
+    """A ``(B, H, T, D)`` leaf whose memory is ``(T, B, H, D)``, as fairseq's."""
+    return t.detach().permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3).requires_grad_(
+        t.requires_grad)
 
 
 def reference(q, k, v, do, pad, table):
@@ -243,6 +315,56 @@ def routes(B, T, cudnn, handle):
         emit(**record)
 
 
+def routes_without_copies(B, T, cudnn, handle):
+    """The library routes with fairseq's memory layout and no copy (ragged offsets), and
+    torch's SDPA with the fixed bias and the padding summed into a ``(B, H, T, T)`` mask,
+    beside stock's call and the project's kernel on the same tensors."""
+    dtype = torch.float16
+    q, k, v, do, pad, padmask, table, fixed = attention_inputs(B, T, dtype)
+    q, k, v, do = (fairseq_layout(t) for t in (q, k, v, do * (~pad)[:, None, :, None]))
+    r = torch.arange(T, device=dev)
+    cases = {
+        "stock_padmask_tbhd": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=padmask),
+        "fused_grad_tbhd": lambda: K.distance_attention(q, k, v, table, -(T - 1), 0, pad),
+        "fused_fixed_tbhd": lambda: K.distance_attention(q, k, v, fixed, -(T - 1), 0, pad),
+        "sdpa_fixed_bias_mask": lambda: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=fixed[:, r[None] - r[:, None] + T - 1][None] + padmask),
+    }
+    try:
+        sets = {name: CudnnGraphs(cudnn, handle, B, T, bias=bias, dbias=dbias, ragged=True)
+                for name, bias, dbias in (("nobias", False, False), ("dbias", True, True),
+                                          ("fixed", True, False))}
+        cases["cudnn_ragged_nobias"] = lambda: CudnnRaggedDistanceAttention.apply(
+            q, k, v, None, pad, sets["nobias"])
+        cases["cudnn_ragged_bias_dbias"] = lambda: CudnnRaggedDistanceAttention.apply(
+            q, k, v, table, pad, sets["dbias"])
+        cases["cudnn_ragged_bias_fixed"] = lambda: CudnnRaggedDistanceAttention.apply(
+            q, k, v, fixed, pad, sets["fixed"])
+    except Exception as exc:
+        emit(case="cudnn_ragged_graphs", B=B, T=T, error=repr(exc)[:600])
+    ref = reference(q, k, v, do, pad, table)
+    for name, fn in cases.items():
+        def run():
+            for t in (q, k, v, table):
+                t.grad = None
+            fn().backward(do)
+        record = dict(case=name, B=B, T=T, dtype="float16")
+        try:
+            record["ms"] = bench(run)
+            if name.startswith("sdpa"):
+                record["backends"] = kernels_launched(run)
+            if "nobias" not in name and not name.startswith("stock"):
+                for t in (q, k, v, table):
+                    t.grad = None
+                out = fn()
+                out.backward(do)
+                grads = (q.grad, k.grad, v.grad, table.grad if "grad" in name else None)
+                record["agree"] = agreement((out, *grads), ref, pad)
+        except Exception as exc:
+            record["error"] = repr(exc)[:600]
+        emit(**record)
+
+
 def peak_mb(fn) -> float:
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -263,11 +385,14 @@ def main(out_dir):
     except Exception as exc:
         emit(case="cudnn", error=repr(exc)[:600])
         cudnn = None
+    stages = sys.argv[2:] or ["routes", "without_copies"]
     for B, T in ((64, 512), (256, 128)):
-        try:
-            routes(B, T, cudnn, handle)
-        except Exception as exc:
-            emit(case="routes", B=B, T=T, error=repr(exc)[:600])
+        for stage in stages:
+            try:
+                {"routes": routes, "without_copies": routes_without_copies}[stage](
+                    B, T, cudnn, handle)
+            except Exception as exc:
+                emit(case=stage, B=B, T=T, error=repr(exc)[:600])
         torch.cuda.empty_cache()
         json.dump(records, open(f"{out_dir}/library-routes.json", "w"), indent=1)
 

@@ -109,7 +109,10 @@ def test_layer_with_dropout_equals_the_explicit_path_with_the_kernels_mask(
     for distance in ("bias", "fused"):
         set_kernels(attn, distance, "bias")
         with counting_calls() as calls:
-            results[distance] = layer_run(attn, x, causal, padding)
+            # the reference asks for the weights: the explicit path, whose dropout is
+            # fairseq's module, on every device (on CUDA the float mask would go to SDPA)
+            results[distance] = layer_run(attn, x, causal, padding,
+                                          need_weights=distance == "bias")
         assert len(calls) == (distance == "fused")
     assert seen == [(B, attn.num_heads, T, T)]  # the explicit path's dropout, once
     assert_layer_runs_agree(results["bias"], results["fused"])
