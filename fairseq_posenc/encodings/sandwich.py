@@ -1,6 +1,7 @@
 """``sandwich``: the inner product of two sinusoidal embeddings as a fixed bias by distance
 (Chi, Fan, Rudnicky and Ramadge 2023, "Dissecting Transformer Length Extrapolation via the
-Lens of Receptive Field Analysis", ACL, arXiv:2212.10356, sec. 5, "Sandwich").
+Lens of Receptive Field Analysis", ACL, arXiv:2212.10356, the section that introduces
+Sandwich, and its appendix's construction).
 
 Of ``(q_i + p_i).(k_j + p_j)`` Sandwich keeps ``q_i.k_j`` and the position-position term
 ``p_i.p_j``, which for sinusoidal embeddings of dimension ``D`` (``--sandwich-dim``) depends on
@@ -13,9 +14,10 @@ No parameters; the same bias in every layer, so it is computed once per stack an
 ``cos`` is even, so the bias is symmetric: the encoder adds it on both sides of the query
 and the decoder for ``j <= i`` (the paper's causal language models), the same formula.
 
-Choices where the sources differ (the paper's own equation is the reference; the two public
-implementations are NVIDIA NeMo 1.x's ``sandwich_relative_position_embedding.py`` and
-attention-gym's ``attn_gym/mods/sandwich.py``):
+Where the sources differ. The two public implementations, NVIDIA NeMo 1.x's
+``sandwich_relative_position_embedding.py`` and attention-gym's ``attn_gym/mods/sandwich.py``
+(which takes it from the paper's appendix), agree on the formula above but for three points,
+which ``docs/conventions.md`` ("Sandwich") lists as not yet checked against the paper's text:
 
 * ``- D/2`` is a constant per head, which the softmax ignores; with it the bias is 0 at
   distance 0 and negative elsewhere (NeMo subtracts it; attention-gym does not);

@@ -26,25 +26,22 @@ def set_parameters(attn, r1, r2) -> None:
         attn.encoding.r2.copy_(torch.tensor(r2, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_kerple_log_attention(causal):
-    attn = build_attention("kerple_log", causal=causal)
-    r1, r2 = [0.7, 2.3], [0.05, 1.6]
-    set_parameters(attn, r1, r2)
-    x = torch.randn(9, 2, 8, dtype=torch.float64)
-    want = naive_attention(attn, x, causal, lambda b, h, i, j, q:
-                           -r1[h] * math.log(1 + r2[h] * abs(i - j)))
-    assert (run(attn, x, causal) - want).abs().max() < TOL
+#: The papers' kernels, written from sec. 4: (r1, r2) per head -> bias of |i - j|.
+KERNELS = {
+    "kerple_log": lambda r1, r2, r: -r1 * math.log(1 + r2 * r),
+    "kerple_power": lambda r1, r2, r: -r1 * r ** r2,
+}
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_kerple_power_attention(causal):
-    attn = build_attention("kerple_power", causal=causal)
-    r1, r2 = [0.4, 1.9], [0.3, 2.0]
+@pytest.mark.parametrize("encoding,r1,r2", [("kerple_log", [0.7, 2.3], [0.05, 1.6]),
+                                            ("kerple_power", [0.4, 1.9], [0.3, 2.0])])
+def test_kerple_attention(encoding, r1, r2, causal):
+    attn = build_attention(encoding, causal=causal)
     set_parameters(attn, r1, r2)
     x = torch.randn(9, 2, 8, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q:
-                           -r1[h] * abs(i - j) ** r2[h])
+                           KERNELS[encoding](r1[h], r2[h], abs(i - j)))
     assert (run(attn, x, causal) - want).abs().max() < TOL
 
 
@@ -96,9 +93,8 @@ def test_kerple_projects_its_parameters_onto_the_constraint(encoding, r2_max):
     assert attn.encoding.r1.tolist() == [KERNEL_EPS, 1.2]
     assert attn.encoding.r2.tolist() == [r2_top, KERNEL_EPS]
     r1, r2 = [KERNEL_EPS, 1.2], [r2_top, KERNEL_EPS]
-    kernel = {"kerple_log": lambda h, r: -r1[h] * math.log(1 + r2[h] * r),
-              "kerple_power": lambda h, r: -r1[h] * r ** r2[h]}[encoding]
-    want = naive_attention(attn, x, False, lambda b, h, i, j, q: kernel(h, abs(i - j)))
+    want = naive_attention(attn, x, False, lambda b, h, i, j, q:
+                           KERNELS[encoding](r1[h], r2[h], abs(i - j)))
     assert (out - want).abs().max() < TOL
     out.square().sum().backward()
     for p in (attn.encoding.r1, attn.encoding.r2):
