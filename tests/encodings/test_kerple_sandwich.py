@@ -1,4 +1,4 @@
-"""KERPLE's two kernels (Chi et al. 2022, sec. 4) and Sandwich (Chi et al. 2023, sec. 5)
+"""KERPLE's two kernels (Chi et al. 2022, sec. 4) and Sandwich (Chi et al. 2023)
 against naive loops written from the papers' formulas (``support/naive.py``: plain Python
 over batch, head, query and key; float64, tolerance 1e-9), and the authors'
 parametrization: the projection onto the constraints, the initial ranges, sharing.
