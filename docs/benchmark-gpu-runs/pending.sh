@@ -33,7 +33,7 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 bench=(python3 -m fairseq_posenc.benchmark --device cuda --level model)
-kernels=(t5 diet_rel at5 tupe_r alibi huang1 huang2 shaw xl huang4)
+kernels=(t5 diet_rel at5 tupe_r alibi kerple_log kerple_power sandwich huang1 huang2 shaw xl huang4)
 case "$stage" in
   tests)
     workers=()  # pytest-xdist, where its wheel came along

@@ -41,7 +41,8 @@ SIZES: dict[str, dict[str, Any]] = {
 #: (train, translate) limits on the ratio to stock; encodings not listed have no target.
 TARGETS: dict[str, tuple[float, float]] = {
     **{name: (1.03, 1.03) for name in ("sinusoidal", "learned", "none")},
-    **{name: (1.05, 1.05) for name in ("t5", "t5_nob", "diet_rel", "diet_abs", "alibi", "at5")},
+    **{name: (1.05, 1.05) for name in ("t5", "t5_nob", "diet_rel", "diet_abs", "alibi", "at5",
+                                       "kerple_log", "kerple_power", "sandwich")},
     "shaw": (1.10, 1.15),
     "tupe_a": (1.05, 1.10),
     "tupe_r": (1.05, 1.10),
@@ -52,7 +53,8 @@ TARGETS: dict[str, tuple[float, float]] = {
 CUDA_TARGETS: dict[str, tuple[float, float]] = {
     **{name: (1.03, 1.03) for name in ("sinusoidal", "learned", "none")},
     **{name: (1.05, 1.05) for name in ("diet_abs", "tupe_a", "diet_rel", "t5", "t5_nob", "at5",
-                                       "at5_nob", "alibi", "tupe_r")},
+                                       "at5_nob", "alibi", "tupe_r", "kerple_log",
+                                       "kerple_power", "sandwich")},
     "rope": (1.02, 1.02),
     "shaw": (1.13, 1.20),
     "xl": (1.20, 1.20),

@@ -43,6 +43,16 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
     ("alibi", "bias"): ("ALiBi bias -m_h |j - i| (fixed slopes)",
                         "Press et al. 2022 sec. 3: fixed head slopes m_h = 2^(-8h/H), no "
                         "parameters. " + _DISTANCE),
+    ("kerple_log", "bias"): ("KERPLE (log) bias -r1_h log(1 + r2_h |j - i|)",
+                             "Chi et al. 2022 sec. 4, logarithmic variant: r1, r2 > 0 learned "
+                             "per head, shared by the stack's layers. " + _DISTANCE),
+    ("kerple_power", "bias"): ("KERPLE (power) bias -r1_h |j - i|^r2_h",
+                               "Chi et al. 2022 sec. 4, power variant: r1 > 0, 0 < r2 <= 2 "
+                               "learned per head, shared by the stack's layers. " + _DISTANCE),
+    ("sandwich", "bias"): ("Sandwich bias (p_i.p_j - D/2) H / (8h) (fixed)",
+                           "Chi et al. 2023 (Sandwich): the inner product of two sinusoidal "
+                           "embeddings of dimension D, divided per head by ALiBi's 8h/H; "
+                           "no parameters. " + _DISTANCE),
     ("huang1", "factor"): ("Huang method 1 factor a[l,h][|j - i|] on q.k",
                            "Huang et al. 2020 eqs. 11-12: multiplies the content logit "
                            "q_i.k_j / sqrt(d_h); 1 is plain attention. " + _DISTANCE),

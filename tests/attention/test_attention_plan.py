@@ -62,11 +62,14 @@ ENCODER = {
     "learned": (SDPA, SDPA, SDPA),
     # content-free, no parameter: nothing to differentiate in the float mask on CPU
     "alibi": (SDPA, SDPA, DISTANCE),
+    "sandwich": (SDPA, SDPA, DISTANCE),
     "at5": (EXPLICIT, SDPA, DISTANCE),
     "at5_nob": (EXPLICIT, SDPA, DISTANCE),
     "diet_rel": (EXPLICIT, SDPA, DISTANCE),
     "t5": (EXPLICIT, SDPA, DISTANCE),
     "t5_nob": (EXPLICIT, SDPA, DISTANCE),
+    "kerple_log": (EXPLICIT, SDPA, DISTANCE),
+    "kerple_power": (EXPLICIT, SDPA, DISTANCE),
     "diet_abs": (EXPLICIT, EXTRA, EXTRA),
     "diet_abs_lin": (EXPLICIT, SDPA, SDPA),  # the encoder's projection
     "huang1": (EXPLICIT, EXPLICIT, "fused distance_factor"),

@@ -39,6 +39,8 @@ def test_incremental_equals_full_forward_with_beam_reordering(encoding):
     ("huang4", []),
     ("rope", []),
     ("t5", []),
+    ("kerple_power", []),
+    ("sandwich", []),
 ])
 def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
     """Decoding steps read content-free tables from windows that the context grows
@@ -167,6 +169,9 @@ def test_position_information_is_used(encoding):
     ("diet_rel", [], 2),  # one per layer (tiny models have 2)
     ("alibi", [], 1),
     ("t5_nob", [], 1),
+    ("kerple_log", [], 1),
+    ("kerple_power", [], 1),
+    ("sandwich", [], 1),
 ])
 def test_content_free_bias_computed_once_per_forward(encoding, flags, tables_per_stack, monkeypatch):
     model, d = build_model(encoding, flags)

@@ -23,6 +23,10 @@ EXPECTED = {
     "none": 0,
     "alibi": 0,
     "rope": 0,
+    "sandwich": 0,
+    # KERPLE: r1, r2 per head, one pair per stack shared by its layers
+    "kerple_log": 2 * 2 * H,
+    "kerple_power": 2 * 2 * H,
     "learned": both(lambda n: (n + PAD + 1) * 128,
                     lambda n: (n + PAD + 1) * 128),
     "shaw": L * 2 * (2 * K + 1) * D + L * 2 * (K + 1) * D,  # key + value tables per layer

@@ -31,6 +31,9 @@ LAYER_CASES = [
     ("at5", {}, False),
     ("tupe_r", {}, False), ("tupe_r", {}, True),
     ("alibi", {}, False),
+    ("kerple_log", {}, False), ("kerple_log", {}, True),
+    ("kerple_power", {}, False), ("kerple_power", {}, True),
+    ("sandwich", {}, False), ("sandwich", {"sandwich_dim": 16}, True),
     ("huang1", {}, False), ("huang1", {"huang1_clip": 5}, True),
     ("huang2", {}, False), ("huang2", {}, True),
     ("shaw", {}, False), ("shaw", {"shaw_clip": 4}, True),
@@ -195,7 +198,8 @@ def test_auto_fuses_under_deterministic_algorithms(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2", "shaw", "xl", "huang4"])
+@pytest.mark.parametrize("encoding", ["t5", "tupe_r", "huang2", "shaw", "xl", "huang4",
+                                      "kerple_power", "sandwich"])
 def test_models_with_the_fused_kernel(encoding):
     """A whole model (float32): the same outputs as with the bias, and incremental
     decoding (single-query steps take the explicit path) equals the fused full forward;

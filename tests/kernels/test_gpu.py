@@ -171,7 +171,8 @@ def test_fused_table_gradient_is_reproducible():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("encoding", ["t5", "diet_rel", "at5", "tupe_r", "alibi", "huang1",
-                                      "huang2", "shaw", "xl", "huang4"])
+                                      "huang2", "shaw", "xl", "huang4", "kerple_log",
+                                      "kerple_power", "sandwich"])
 def test_auto_fuses_distance_terms_in_half_precision(encoding, dtype):
     """``distance_kernel="auto"`` runs the fused kernel in every layer with a distance
     bias or factor, Shaw's, Transformer-XL's or Huang 4's terms (the decoder's ALiBi

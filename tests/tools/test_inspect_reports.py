@@ -53,6 +53,8 @@ def expected_keys(name: str) -> set[str]:
         "sinusoidal": ["sinusoidal-cosine"], "learned": ["learned-cosine"], "none": [],
         "t5": ["t5-bias"], "t5_nob": ["t5_nob-bias"], "diet_rel": ["diet_rel-bias"],
         "alibi": ["alibi-bias"], "huang1": ["huang1-factor"], "huang2": ["huang2-factor"],
+        "kerple_log": ["kerple_log-bias"], "kerple_power": ["kerple_power-bias"],
+        "sandwich": ["sandwich-bias"],
         "at5": ["at5-bias", "at5-soft-bucket"], "at5_nob": ["at5_nob-bias",
                                                          "at5_nob-soft-bucket"],
         "huang3": ["huang3-gate"], "huang4": ["huang4-position-bias"],
