@@ -6,8 +6,10 @@
 * ``sweep``, ``sweep128``: each kernel's launch (tile shape, warps, pipelining stages),
   one kernel at a time from the defaults, then the best of each together;
 * ``rope``: one rotation of a projection's view, the complex path against the kernel;
-* ``train``, ``train_rope``, ``train_distance``: training steps of whole models with torch's path or the fused
-  kernel, interleaved with stock's (distance, factor and Shaw's encodings; RoPE);
+* ``train``, ``train_rope``, ``train_distance``, ``train_fixed``: training steps of whole
+  models with torch's path or the fused kernel, interleaved with stock's (distance, factor
+  and Shaw's encodings; RoPE; the fixed tables of ALiBi and Sandwich, whose torch path is
+  SDPA with one summed mask, which torch runs on cuDNN);
 * ``translate``: beam-10 translation likewise.
 
     python docs/benchmark-gpu-runs/fused_kernels.py OUT_DIR [stage ...]
@@ -194,7 +196,7 @@ def set_rotation_kernel(model, kernel):
 #: encoding -> (how to choose its kernel, the choices: torch's path first, then fused ones)
 VARIANTS = {
     **{name: (set_distance_kernel, ("bias", "fused"))
-       for name in ("t5", "diet_rel", "tupe_r", "at5", "huang1", "huang2", "shaw")},
+       for name in ("t5", "diet_rel", "tupe_r", "at5", "huang1", "huang2", "shaw", "sandwich")},
     "alibi": (set_distance_kernel, ("bias", "fused", "fused-decoder")),
     "rope": (set_rotation_kernel, ("complex", "fused")),
 }
@@ -276,6 +278,9 @@ STAGES = {
     "train_rope": lambda: [model_steps(n, torch.float16, names=("rope",)) for n in (128, 512)],
     "train_distance": lambda: [model_steps(n, torch.float16, names=("t5", "diet_rel", "tupe_r"))
                                for n in (128, 512)],
+    # fixed tables: torch's SDPA with the summed mask (cuDNN) against the fused kernel
+    "train_fixed": lambda: [model_steps(n, torch.float16, names=("alibi", "sandwich"))
+                            for n in (128, 512)],
     "translate": translate_steps,
 }
 

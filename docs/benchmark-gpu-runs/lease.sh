@@ -12,8 +12,13 @@
 #      (ROW_BAND = 0; the bands, the default, are in the first file); the GPU kernel suite
 #      in the time left
 #   2  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps' own
-#      path and their plans); bf16 training steps; xl's and huang4's kernel per call with
-#      one table and with bands (rows_tables.py); the compiled kernels' accuracy
+#      path and their plans); training steps of the fixed tables (alibi, sandwich) with
+#      torch's SDPA and its summed mask against the fused kernel (fused_kernels.py
+#      train_fixed); xl's and huang4's kernel per call with one table and with bands
+#      (rows_tables.py); the compiled kernels' accuracy
+#   3  the encodings added since part 1 (NEW below, those registered): training steps,
+#      fp16, with and without attention dropout, and their beam-10 translation
+#   4  bf16 training steps, every encoding with a target
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -67,12 +72,16 @@ echo "commit ${POSENC_GIT_COMMIT:-unknown}"
 
 device=(--device cuda --level model --reps 8)
 targeted=$(python3 -c "from fairseq_posenc.benchmark.settings import CUDA_TARGETS; print(' '.join(CUDA_TARGETS))")
+# the encodings added after part 1 ran (2026-11-26), those registered in this checkout
+new=$(python3 -c "from fairseq_posenc.encodings import ENCODINGS
+print(' '.join(n for n in 'kerple_log kerple_power sandwich fire cope xpos shape'.split() if n in ENCODINGS))")
 lengths=(128 512)
 half=float16 bf16=bfloat16
 kernel_tests=(tests/kernels)
 if [ "${LEASE_DRY:-0}" = 1 ]; then
   device=(--device cpu --level model --reps 1 --sizes tiny --batch 2 --translate-sentences 1)
   targeted="sinusoidal t5 xl"
+  new="sandwich"
   lengths=(12)
   half=float32 bf16=float32
   kernel_tests=(tests/kernels/test_gpu.py)
@@ -101,15 +110,30 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
     stage translate 200 600 "${bench[@]}" --lengths "${lengths[0]}" --dtype "$half" \
       --calls translate --reps 5 --out-json "$out/translate-fp16.json" \
       --out-md /tmp/translate.md
-    stage train-bf16 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
-      --dtype "$bf16" --calls train --out-json "$out/train-bf16.json" \
-      --out-md /tmp/train-bf16.md
+    stage fixed-tables 60 150 python3 docs/benchmark-gpu-runs/fused_kernels.py "$out" \
+      train_fixed
     stage rows-tables 40 120 python3 docs/benchmark-gpu-runs/rows_tables.py \
       "$out/rows-tables.json"
     stage accuracy 40 120 bash -c "python3 docs/kernels/accuracy.py > '$out/accuracy-gpu.txt'"
     ;;
+  3)
+    stage train-new 100 600 "${bench[@]}" --encodings $new --lengths "${lengths[@]}" \
+      --dtype "$half" --calls train --out-json "$out/train-new-fp16.json" \
+      --out-md /tmp/train-new.md
+    stage train-new-dropout 100 600 "${bench[@]}" --encodings $new \
+      --lengths "${lengths[@]}" --dtype "$half" --calls train --attention-dropout 0.1 \
+      --out-json "$out/train-new-fp16-dropout.json" --out-md /tmp/train-new-dropout.md
+    stage translate-new 100 600 "${bench[@]}" --encodings $new --lengths "${lengths[0]}" \
+      --dtype "$half" --calls translate --reps 5 --out-json "$out/translate-new-fp16.json" \
+      --out-md /tmp/translate-new.md
+    ;;
+  4)
+    stage train-bf16 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
+      --dtype "$bf16" --calls train --out-json "$out/train-bf16.json" \
+      --out-md /tmp/train-bf16.md
+    ;;
   *)
-    echo "unknown part '$part': 1 or 2" >&2
+    echo "unknown part '$part': 1, 2, 3 or 4" >&2
     exit 2
     ;;
 esac

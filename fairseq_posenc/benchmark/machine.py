@@ -71,13 +71,15 @@ def machine_info(device: torch.device, threads: int) -> dict[str, Any]:
         info["fairseq"] = fairseq.__version__
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
-    with contextlib.suppress(Exception):
-        info["git_commit"] = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
-            check=True).stdout.strip()
-    if "git_commit" not in info and os.environ.get("POSENC_GIT_COMMIT"):
-        # a copy of the checkout without its .git (a lent GPU machine): the commit as told
+    if os.environ.get("POSENC_GIT_COMMIT"):
+        # a copy of the checkout whose .git may be missing or older than its files (a lent
+        # GPU machine): the commit as told
         info["git_commit"] = os.environ["POSENC_GIT_COMMIT"]
+    else:
+        with contextlib.suppress(Exception):
+            info["git_commit"] = subprocess.run(
+                ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                check=True).stdout.strip()
     with contextlib.suppress(OSError):
         info["load_average_start"] = os.getloadavg()
     return info

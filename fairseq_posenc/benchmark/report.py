@@ -290,7 +290,10 @@ def markdown_document(doc: Document) -> str:
 def flat_results(doc: Document) -> dict[str, Any]:
     """One record per (encoding, size, length, dtype) of the model level: the median
     ratios to stock of a training step, of beam translation and of the training step's
-    peak memory (``docs/benchmark-gpu.json``)."""
+    peak memory (``docs/benchmark-gpu.json``), each with the run's attention dropout,
+    device and git commit."""
+    m = doc["machine"]
+    device, commit = m.get("gpu", m["device"]), m.get("git_commit")
     records = []
     for result in doc["results"]:
         for name, row in result["summary"]["models"].items():
@@ -306,6 +309,7 @@ def flat_results(doc: Document) -> dict[str, Any]:
                 "train_ratio": row["train"]["ratio"] if "train" in row else None,
                 "translate_ratio": row["translate"]["ratio"] if "translate" in row else None,
                 "memory_ratio": row["peak_ratio"].get("train"),
+                "device": device, "commit": commit,
             })
         for name in result.get("out_of_memory") or []:
             records.append({
@@ -313,7 +317,7 @@ def flat_results(doc: Document) -> dict[str, Any]:
                 "dtype": result.get("dtype", "float32"),
                 "attention_dropout": result["model"].get("attention_dropout", 0.0),
                 "batch_sentences": result["batch_sentences"], "train_ratio": None,
-                "translate_ratio": None, "memory_ratio": None, "out_of_memory": True})
-    m = doc["machine"]
-    return {"device": m.get("gpu", m["device"]), "torch": m["torch"], "command": doc["command"],
+                "translate_ratio": None, "memory_ratio": None, "out_of_memory": True,
+                "device": device, "commit": commit})
+    return {"device": device, "torch": m["torch"], "command": doc["command"],
             "results": records}

@@ -74,7 +74,8 @@ def test_gpu_runs_are_judged_by_the_gpu_targets():
 
 def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
     """``--merge``: a later run's figures replace an earlier one's; figures a run did not
-    time (None) leave the earlier ones; runs of different devices do not mix."""
+    time (None) leave the earlier ones, and each figure names the commit it was measured
+    at; runs of different devices do not mix."""
     from fairseq_posenc.benchmark.merged import gpu_summary_table, merge_flat
 
     def rec(name, train=None, translate=None, memory=None, **extra):
@@ -83,20 +84,26 @@ def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
                 "memory_ratio": memory, **extra}
 
     train = {"device": "GPU", "torch": "t", "command": ["a"], "results": [
-        rec("stock (noise control)", 1.0, None, 1.0), rec("shaw", 10.4, None, 1.5),
-        rec("t5", 1.06, None, 1.06)]}
+        rec("stock (noise control)", 1.0, None, 1.0, commit="aaaaaaa1"),
+        rec("shaw", 10.4, None, 1.5, commit="aaaaaaa1"),
+        rec("t5", 1.06, None, 1.06, commit="aaaaaaa1")]}
     shaw = {"device": "GPU", "torch": "t", "command": ["b"],
-            "results": [rec("shaw", 2.3, None, 1.4)]}
+            "results": [rec("shaw", 2.3, None, 1.4, commit="bbbbbbb2")]}
     translate = {"device": "GPU", "torch": "t", "command": ["c"], "results": [
-        rec("shaw", None, 1.5), rec("t5", None, 1.1)]}
+        rec("shaw", None, 1.5, commit="ccccccc3"), rec("t5", None, 1.1, commit="ccccccc3")]}
     merged = merge_flat([train, shaw, translate])
     by_name = {r["encoding"]: r for r in merged["results"]}
     assert (by_name["shaw"]["train_ratio"], by_name["shaw"]["translate_ratio"]) == (2.3, 1.5)
     assert by_name["shaw"]["memory_ratio"] == 1.4
+    assert by_name["shaw"]["measured"] == {"train_ratio": "bbbbbbb2",
+                                          "translate_ratio": "ccccccc3",
+                                          "memory_ratio": "bbbbbbb2"}
+    assert by_name["shaw"]["commit"] == "ccccccc3" and by_name["shaw"]["device"] == "GPU"
     assert by_name["t5"]["train_ratio"] == 1.06 and by_name["t5"]["translate_ratio"] == 1.1
     assert merged["commands"] == [["a"], ["b"], ["c"]]
     table = gpu_summary_table(merged)
     assert "| t5 | 1.06 | 1.10 |" in table and "not met: train 1.060 > 1.05" in table
+    assert "| aaaaaaa, ccccccc |" in table  # t5's figures: two runs
     with pytest.raises(ValueError, match="different devices"):
         merge_flat([train, {**shaw, "device": "cpu"}])
 
@@ -104,8 +111,8 @@ def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
 def test_attention_dropout_reaches_every_model_and_its_records(tmp_path, monkeypatch):
     """``--attention-dropout P`` (the recipes' 0.1): stock's and every encoding's models
     are built with it, it heads the tables and is in the flat records, and runs with
-    different settings do not merge into one table."""
-    from fairseq_posenc.benchmark.merged import merge_flat
+    different settings merge as separate rows and columns."""
+    from fairseq_posenc.benchmark.merged import gpu_summary_table, merge_flat
 
     built = levels.build_models
     dropouts = {}
@@ -129,8 +136,11 @@ def test_attention_dropout_reaches_every_model_and_its_records(tmp_path, monkeyp
     assert {r["attention_dropout"] for r in records["results"]} == {0.1}
     without = {**records, "results": [{**r, "attention_dropout": 0.0}
                                       for r in records["results"]]}
-    with pytest.raises(ValueError, match="different --attention-dropout"):
-        merge_flat([records, without])
+    merged = merge_flat([records, without])
+    assert sorted(r["attention_dropout"] for r in merged["results"]
+                  if r["encoding"] == "diet_rel") == [0.0, 0.1]
+    header = gpu_summary_table(merged).splitlines()[0]
+    assert "train 12 float32 |" in header and "train 12 float32 dropout 0.1 |" in header
     with pytest.raises(ValueError, match=r"--attention-dropout must be in \[0, 1\)"):
         benchmark.run(quick=True, attention_dropout=1.0, out_md=None, out_json=None)
 
