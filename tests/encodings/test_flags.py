@@ -2,7 +2,7 @@
 know: every option, dest, default, type, choice, metavar and help as the hand-written
 definitions of commit a496576 had them (``fixtures/position_flags.json``, written by
 ``fixtures/make_flag_snapshot.py``), except the changes and additions listed here on
-purpose."""
+purpose (new flags, and the new encodings among ``--pos-encoding``'s choices)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ CHANGED = {
     "tupe_max_len": ("help", "tupe: tupe_a, tupe_r: ", "tupe_a, tupe_r: "),
 }
 #: Flags added since the snapshot (a new flag changes no old one's meaning).
-ADDED = {"pos_kernels"}
+ADDED = {"pos_kernels", "fire_mlp_width", "fire_init_c", "fire_init_l", "fire_shared",
+         "cope_npos", "cope_shared"}
+#: Encodings added since the snapshot: new choices of --pos-encoding.
+ADDED_ENCODINGS = {"fire", "cope"}
 
 
 def test_flags_are_the_snapshot():
@@ -33,6 +36,9 @@ def test_flags_are_the_snapshot():
     new = [row for row in new if row["dest"] not in ADDED]
     assert [row["dest"] for row in new] == [row["dest"] for row in old]
     for before, now in zip(old, new):
+        if now["dest"] == "pos_encoding":
+            assert set(now["choices"]) - set(before["choices"]) == ADDED_ENCODINGS
+            now = {**now, "choices": [c for c in now["choices"] if c not in ADDED_ENCODINGS]}
         change = CHANGED.get(before["dest"])
         if change is not None:
             field, was, becomes = change
