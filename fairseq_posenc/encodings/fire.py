@@ -24,20 +24,28 @@ over positions is computed once per forward (per module; while decoding, for a w
 grows geometrically) and read at the rows' real positions
 (:func:`~fairseq_posenc.encodings.base.absolute_pair_bias`), then added to the float mask
 (SDPA on CUDA; the explicit path on CPU in training, whose fused kernel does not
-differentiate its mask). A decoding step reads its own row ``t`` of the table.
+differentiate its mask). A decoding step reads its own row ``t`` of the table. The MLP
+runs on ``n x n`` inputs per module and forward (``n x n x w`` hidden values), the
+paper's cost.
 
 Deviations (the paper defines the causal form only):
 
 * Positions count real tokens: ``i`` is the query's position from the row's first real
-  token, so a left-padded source is encoded like the same source alone. The distance is the
-  same on indices.
-* Encoder (bidirectional): ``psi`` is extended as an odd function, ``psi(i - j) = sign(i - j)
-  log(|c (i - j)| + 1)``, and the normaliser stays the query's own ``psi(max(L, i))``. A key
-  after the query gets the negative of the same transform, so the MLP can tell the two sides
-  apart (with ``|i - j|`` the bias would be symmetric, and an encoder whose only position
-  term cannot tell left from right). For keys at or before the query (all the decoder
-  sees) this is the paper's formula. The normalised distance of a key after the query can
-  exceed 1 in magnitude (the normaliser is the query's context before it, as in the paper).
+  token, so a left-padded source (or target, with ``--left-pad-target``) is encoded like
+  the same sentence alone. The distance is the same on indices.
+* Encoder (bidirectional): the keys after the query are the mirror image of the keys
+  before it. A key ``j > i`` gets ``f(-psi(j - i) / psi(max(L, n - 1 - i)))``, ``n`` the
+  row's real tokens: the negative of the same transform (so the MLP tells the two sides
+  apart; with ``|i - j|`` the bias would be symmetric, and an encoder whose only position
+  term it is could not tell left from right), normalised by the length of the query's
+  context on that side, the ``n - 1 - i`` tokens after it, counted from the row's last
+  real token. The keys at or before the query (all the decoder sees) get the paper's
+  formula, normalised by the ``i`` tokens before it. Each side's input then stays in
+  ``[0, 1]`` in magnitude, as in the causal case: normalising the keys after the query by
+  ``psi(max(L, i))`` instead would send them past 1 for early queries of a sentence longer
+  than ``L``, the extrapolation FIRE's normalisation is there to avoid. Both sides read
+  one table, ``M[a, b] = f(sign(a - b) psi(|a - b|) / psi(max(L, a, b)))``: a key before
+  the query at ``(i, j)``, a key after it at ``(n - 1 - j, n - 1 - i)``.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext, PositionKind, Window
+from ..positions import gather_absolute_pairs, relative_positions
 from .base import PositionEncoding, absolute_pair_bias
 from .flags import Flag
 from .registry import register_encoding
@@ -58,16 +67,24 @@ EPS = 1e-6
 
 
 def fire_inputs(n: int, c: Tensor, threshold: Tensor) -> Tensor:
-    """``(n, n)``: ``psi(p - r) / (psi(max(L, p)) + eps)`` for query position ``p`` (rows)
-    and key position ``r`` (columns), ``psi`` odd: ``sign(x) log(|c x| + 1)``; float32 at
-    least (the positions reach ``n``)."""
+    """``(n, n)``: ``sign(a - b) psi(|a - b|) / (psi(max(L, a, b)) + eps)`` for positions
+    ``a`` (rows) and ``b`` (columns), ``psi(x) = log(|c x| + 1)``: for ``b <= a`` the
+    paper's input of query ``a`` and key ``b``; float32 at least (positions reach ``n``)."""
     dtype = torch.promote_types(c.dtype, torch.float32)
     pos = torch.arange(n, device=c.device, dtype=dtype)
     c, threshold = c.to(dtype), threshold.to(dtype)
     diff = pos[:, None] - pos[None, :]
     numerator = torch.sign(diff) * torch.log1p((c * diff).abs())
-    normaliser = torch.log1p((c * torch.maximum(pos, threshold)).abs()) + EPS
-    return numerator / normaliser[:, None]
+    farther = torch.maximum(pos[:, None], pos[None, :])
+    normaliser = torch.log1p((c * torch.maximum(farther, threshold)).abs()) + EPS
+    return numerator / normaliser
+
+
+def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tensor:
+    """``n - 1 - p``: each token's position counted from its row's last real token
+    (``positions`` from the first; padding gets a valid index, it is masked)."""
+    real = (~key_padding_mask.to(torch.bool)).sum(dim=1, keepdim=True)
+    return (real - 1 - positions).clamp(min=0)
 
 
 @register_encoding
@@ -88,8 +105,9 @@ class Fire(PositionEncoding):
     )
 
     def __init__(self, num_heads: int, mlp_width: int = 32, init_c: float = 0.1,
-                 init_l: float = 512.0) -> None:
+                 init_l: float = 512.0, causal: bool = True) -> None:
         super().__init__()
+        self.causal = causal
         self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(),
                                  nn.Linear(mlp_width, num_heads))
         self.c = nn.Parameter(torch.tensor(float(init_c)))
@@ -113,15 +131,16 @@ class Fire(PositionEncoding):
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Fire":
-        return cls(num_heads, args.fire_mlp_width, args.fire_init_c, args.fire_init_l)
+        return cls(num_heads, args.fire_mlp_width, args.fire_init_c, args.fire_init_l,
+                   causal)
 
     def threshold(self) -> Tensor:
         """``L = |l L_0|``."""
         return (self.l_multiplier * self.init_l).abs()
 
     def table(self, n: int) -> Tensor:
-        """``(H, n, n)``: the bias of query position ``p`` (rows) and key position ``r``
-        (columns), ``p, r`` in ``0..n-1``."""
+        """``(H, n, n)``: ``M[a, b]`` (:func:`fire_inputs` through the MLP); for ``b <= a``
+        the bias of query position ``a`` and key position ``b``."""
         x = fire_inputs(n, self.c, self.threshold())
         weight = self.mlp[0].weight
         out = self.mlp(x.to(weight.dtype).unsqueeze(-1))  # (n, n, H)
@@ -130,7 +149,26 @@ class Fire(PositionEncoding):
     def pair_bias(self, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
         """:meth:`table` once per forward (a window grown geometrically while decoding),
-        read at the rows' real positions."""
+        read at the rows' real positions; in the encoder the keys after the query read it
+        mirrored, at positions counted from the row's end."""
         table = ctx.window(self, "table", 0, k_len - 1,
                            lambda lo, hi: Window(self.table(hi + 1), 0, hi)).table
-        return absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask, ctx)
+        before = absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask,
+                                    ctx)
+        if self.causal:
+            return before
+
+        def both_sides() -> Tensor:
+            if key_padding_mask is None:  # [i, j] -> table[k_len - 1 - j, k_len - 1 - i]
+                mirrored = table[:, :k_len, :k_len].flip(-1, -2).transpose(-1, -2)
+                after = mirrored[:, q_offset:]
+            else:
+                positions = ctx.real_positions(key_padding_mask, k_len, table.device)
+                after = gather_absolute_pairs(
+                    table.transpose(-1, -2), positions_from_the_end(key_padding_mask,
+                                                                    positions), q_offset)
+            later = relative_positions(q_len, k_len, q_offset, table.device) > 0  # j > i
+            return torch.where(later, after, before)
+
+        return ctx.latest(self, "both sides", (key_padding_mask, q_len, k_len, q_offset),
+                          both_sides, batch_dependent=key_padding_mask is not None)

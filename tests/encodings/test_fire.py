@@ -28,16 +28,21 @@ def fire_attention(causal: bool):
     return attn
 
 
-def naive_bias(enc, h: int, i: int, j: int) -> float:
-    """The paper's formula, scalar by scalar: psi odd for a key after the query (the
-    encoder form), eps = 1e-6 on the normaliser, f = Linear(1, w), ReLU, Linear(w, H)."""
+def naive_bias(enc, h: int, i: int, j: int, n: int = 0) -> float:
+    """The paper's formula, scalar by scalar, for real positions ``i``, ``j`` of a
+    sentence of ``n`` tokens: ``f(psi(i - j) / psi(max(L, i)))`` for ``j <= i``; the
+    encoder's keys after the query ``f(-psi(j - i) / psi(max(L, n - 1 - i)))``. eps =
+    1e-6 on the normaliser, f = Linear(1, w), ReLU, Linear(w, H)."""
     c = float(enc.c)
     threshold = abs(float(enc.l_multiplier) * enc.init_l)
 
     def psi(x: float) -> float:
-        return math.copysign(math.log(abs(c * x) + 1), x)
+        return math.log(abs(c * x) + 1)
 
-    x = psi(i - j) / (psi(max(threshold, i)) + 1e-6)
+    if j <= i:
+        x = psi(i - j) / (psi(max(threshold, i)) + 1e-6)
+    else:
+        x = -psi(j - i) / (psi(max(threshold, n - 1 - i)) + 1e-6)
     first, second = enc.mlp[0], enc.mlp[2]
     hidden = [max(0.0, float(first.weight[k, 0]) * x + float(first.bias[k]))
               for k in range(first.out_features)]
@@ -56,7 +61,8 @@ def run_padded(attn, x, causal, padding):
 @pytest.mark.parametrize("causal", [False, True])
 def test_fire_attention_against_naive_loop(causal):
     """Row 1 is left-padded by 3 (encoder) or right-padded (decoder, as fairseq batches
-    targets): its positions count from its first real token."""
+    targets): its positions count from its first real token (and, for the encoder's keys
+    after the query, from its last)."""
     attn = fire_attention(causal)
     enc = attn.encoding
     x = torch.randn(T, B, 8, dtype=torch.float64)
@@ -66,8 +72,9 @@ def test_fire_attention_against_naive_loop(causal):
     else:
         padding[1, :3] = True
     first = [0, 0 if causal else 3]
+    length = (~padding).sum(1).tolist()
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: naive_bias(
-        enc, h, i - first[b], j - first[b]), key_padding=padding)
+        enc, h, i - first[b], j - first[b], length[b]), key_padding=padding)
     got = run_padded(attn, x, causal, padding)
     real = ~padding.t()
     assert (got[real] - want[real]).abs().max() < TOL
@@ -75,7 +82,8 @@ def test_fire_attention_against_naive_loop(causal):
 
 def test_the_bias_depends_on_the_query_beyond_the_threshold():
     """Rows at or below L share one function of the distance; beyond it each row has its
-    own normaliser psi(i), so the same distance gets another bias (a bias by pair)."""
+    own normaliser psi(i), so the same distance gets another bias (a bias by pair). The
+    encoder's keys after the query: the same with positions counted from the end."""
     enc = fire_attention(causal=True).encoding
     table = enc.pair_bias(T, T, 0, None, PositionContext())  # (H, T, T)
     assert torch.equal(table[:, 1, 0], table[:, 2, 1])  # i = 1, 2 <= L: by distance
@@ -83,6 +91,10 @@ def test_the_bias_depends_on_the_query_beyond_the_threshold():
     for i, j in [(0, 0), (5, 2), (8, 8)]:
         for h in range(2):
             assert abs(float(table[h, i, j]) - naive_bias(enc, h, i, j)) < TOL
+    both = fire_attention(causal=False).encoding.pair_bias(T, T, 0, None, PositionContext())
+    assert torch.equal(both[:, 1, 0], both[:, 2, 1])  # by distance at or below L
+    assert torch.equal(both[:, 7, 8], both[:, 6, 7])  # 1, 2 tokens after the query: <= L
+    assert (both[:, 1, 2] - both[:, 4, 5]).abs().min() > 1e-6  # 7, 4 tokens after: > L
 
 
 def test_decoding_steps_read_their_own_row():
