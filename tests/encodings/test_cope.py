@@ -17,7 +17,7 @@ from fairseq_posenc.context import PositionContext
 from fairseq_posenc.encodings.cope import CoPE
 from tests.support.gradients import gradcheck_with_parameters
 from tests.support.model_utils import build_attention, build_model, encoding_args
-from tests.support.naive import TOL, heads, naive_attention
+from tests.support.naive import TOL, fairseq_padding, heads, naive_attention, run, run_steps
 
 T, B = 8, 2
 
@@ -60,16 +60,10 @@ def test_cope_attention_against_naive_loop(causal, npos):
     batches them): its real tokens attend as in the sentence alone."""
     attn = cope_attention(causal, npos)
     x = torch.randn(T, B, 8, dtype=torch.float64)
-    padding = torch.zeros(B, T, dtype=torch.bool)
-    if causal:
-        padding[1, T - 3:] = True
-    else:
-        padding[1, :3] = True
+    padding = fairseq_padding(B, T, causal)
     want = naive_attention(attn, x, causal, naive_cope(attn, x, causal), key_padding=padding)
-    mask = (torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1)
-            if causal else None)
-    with torch.no_grad(), attn.scope.open():
-        got, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
+    with torch.no_grad():
+        got = run(attn, x, causal, padding)
     real = ~padding.t()
     assert (got[real] - want[real]).abs().max() < TOL
 
@@ -116,13 +110,7 @@ def test_decoding_steps_equal_the_full_forward_and_read_only_their_positions(mon
         return position_logits(self, q, lo, hi)
 
     monkeypatch.setattr(CoPE, "position_logits", counted)
-    state: dict = {}
-    context = PositionContext(incremental=True)
-    for t in range(T):
-        with torch.no_grad(), attn.scope.open(context):
-            step, _ = attn(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=state,
-                           need_weights=False)
-        assert (step[0] - want[t]).abs().max() < TOL, f"step {t}"
+    assert (run_steps(attn, x) - want).abs().max() < TOL
     assert widths == [t + 2 for t in range(T)]
     assert enc.pos_emb.size(-1) > T + 1
 

@@ -14,7 +14,7 @@ from fairseq_posenc.context import PositionContext
 from fairseq_posenc.encodings.fire import Fire
 from tests.support.gradients import gradcheck_with_parameters
 from tests.support.model_utils import build_attention, build_model, encoding_args
-from tests.support.naive import TOL, naive_attention
+from tests.support.naive import TOL, fairseq_padding, naive_attention, run, run_steps
 
 T, B = 9, 2
 C, L = 0.7, 2.5  # L < T: rows 3.. are normalised by their own position
@@ -50,14 +50,6 @@ def naive_bias(enc, h: int, i: int, j: int, n: int = 0) -> float:
                for k in range(len(hidden))) + float(second.bias[h])
 
 
-def run_padded(attn, x, causal, padding):
-    mask = (torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1)
-            if causal else None)
-    with torch.no_grad(), attn.scope.open():
-        out, _ = attn(x, x, x, key_padding_mask=padding, attn_mask=mask, need_weights=False)
-    return out
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_fire_attention_against_naive_loop(causal):
     """Row 1 is left-padded by 3 (encoder) or right-padded (decoder, as fairseq batches
@@ -66,16 +58,13 @@ def test_fire_attention_against_naive_loop(causal):
     attn = fire_attention(causal)
     enc = attn.encoding
     x = torch.randn(T, B, 8, dtype=torch.float64)
-    padding = torch.zeros(B, T, dtype=torch.bool)
-    if causal:
-        padding[1, T - 3:] = True
-    else:
-        padding[1, :3] = True
+    padding = fairseq_padding(B, T, causal)
     first = [0, 0 if causal else 3]
     length = (~padding).sum(1).tolist()
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: naive_bias(
         enc, h, i - first[b], j - first[b], length[b]), key_padding=padding)
-    got = run_padded(attn, x, causal, padding)
+    with torch.no_grad():
+        got = run(attn, x, causal, padding)
     real = ~padding.t()
     assert (got[real] - want[real]).abs().max() < TOL
 
@@ -104,13 +93,7 @@ def test_decoding_steps_read_their_own_row():
     enc = attn.encoding
     x = torch.randn(T, B, 8, dtype=torch.float64)
     want = naive_attention(attn, x, True, lambda b, h, i, j, q: naive_bias(enc, h, i, j))
-    state: dict = {}
-    context = PositionContext(incremental=True)
-    for t in range(T):
-        with torch.no_grad(), attn.scope.open(context):
-            step, _ = attn(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=state,
-                           need_weights=False)
-        assert (step[0] - want[t]).abs().max() < TOL, f"step {t}"
+    assert (run_steps(attn, x) - want).abs().max() < TOL
 
 
 def test_gradients_of_c_l_and_the_mlp_match_finite_differences():
