@@ -113,6 +113,8 @@ class CoPE(PositionEncoding):
 
     def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
                        ctx: PositionContext) -> Tensor:
+        """``q_i.k_j + q_i.e[p_ij]`` (``q`` scaled), ``(B, H, q_len, k_len)`` in ``q``'s
+        dtype; the gates, positions and interpolation in float32 at least."""
         logits = torch.matmul(q, k.transpose(-1, -2))  # q is scaled: q.k / sqrt(d_h)
         exact = torch.promote_types(logits.dtype, torch.float32)
         gates = torch.sigmoid(logits.to(exact))
