@@ -104,6 +104,29 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
     ("tupe_r", "logits"): ("TUPE-R absolute positional correlation",
                            "Ke et al. 2020 eqs. 7, 11: the absolute part per head; the "
                            "bucketed relative part is the t5 picture of this stack."),
+    ("fire", "logits"): ("FIRE bias f(psi(i - j) / psi(max(L, i))), psi(x) = log(c x + 1)",
+                         "Li et al. 2023 (ICLR 2024) sec. 3: the MLP's output per head for "
+                         "query position i (rows) and key position j (columns), from "
+                         "pair_bias() over positions 0..n-1 (0 = the first real token). Rows "
+                         "i <= L share one function of the distance; past the learned "
+                         "threshold L each row is normalised by its own psi(i). Encoder: "
+                         "a key after the query gets f(-psi(j - i) / psi(max(L, n - 1 - "
+                         "i))), normalised by the tokens after the query: the picture is "
+                         "that of a sentence of exactly n tokens."),
+    ("cope", "position-bias"): ("CoPE content-free part q.e[p_ij] / sqrt(d_h)",
+                                "Golovneva et al. 2024 sec. 3: CoPE reads content (gates "
+                                "sigmoid(q_i.k_t) count the positions p_ij = sum_t g_it), so "
+                                "nothing is content-free; plotted is what content_logits() "
+                                "adds to q.k for the query and keys of an all-zero layer "
+                                "input (fairseq's projection biases b_Q, b_K, per head), "
+                                "where every gate is the same and p_ij is a multiple of "
+                                "|j - i| + 1 (encoder: negative for keys after the query)."),
+    ("cope", "position-logits"): ("CoPE position logits q.e[p] / sqrt(d_h) at integer p",
+                                  "Golovneva et al. 2024 sec. 3: z[p] = q.e[p] for the query "
+                                  "of an all-zero layer input (b_Q) and each integer "
+                                  "contextual position p of the table, from "
+                                  "position_logits(); a fractional position interpolates "
+                                  "between its two neighbours."),
     ("segments", "logits"): ("Segment term S[l,h][seg(i), seg(j)]",
                              "Chen et al. 2021b eqs. 1-3 (--segment-attention): the learned "
                              "K x K table per head and layer, from pair_bias() with one "

@@ -10,8 +10,9 @@ each term is read according to its declared :class:`~fairseq_posenc.context.Posi
   every distance ``-D..D``, exactly the row the attention adds; AT5's soft buckets
   ``f_h(r)`` from :meth:`SoftBucketBias.soft_bucket`.
 * ``LOW_RANK`` -- :func:`~fairseq_posenc.encodings.base.low_rank_bias` over positions
-  ``0..n-1``; ``PAIR_BIAS`` -- :meth:`pair_bias` (TUPE with its reset; segment attention
-  over a probe with one token per segment); ``PROJECTION`` -- :meth:`projected_bias`.
+  ``0..n-1``; ``PAIR_BIAS`` -- :meth:`pair_bias` (TUPE with its reset and FIRE over
+  positions ``0..n-1``; segment attention over a probe with one token per segment);
+  ``PROJECTION`` -- :meth:`projected_bias`.
 * ``CONTENT_BIAS`` / ``PROBABILITIES`` -- :meth:`logit_bias` with a content-free probe:
   Transformer-XL with ``q = k = 0``, which leaves exactly its global position term
   ``v.W_R R_{i-j} / sqrt(d_h)``; Shaw and Huang's method 4 with the query and key of an
@@ -19,7 +20,10 @@ each term is read according to its declared :class:`~fairseq_posenc.context.Posi
   token changes. Shaw's key and value vectors themselves (their norms) come from
   :meth:`logit_bias` with unit queries and :meth:`value_term` with one-hot probabilities.
 * ``CONTENT_LOGITS`` -- :meth:`content_logits` with all-ones ``q``, ``k``, divided by
-  ``d_h``: the mean gate, i.e. the factor on ``q.k`` for isotropic queries and keys.
+  ``d_h``: the mean gate, i.e. the factor on ``q.k`` for isotropic queries and keys
+  (Huang's method 3). CoPE, whose positions are counted by its gates: its term with the
+  query and keys of an all-zero layer input (the part no token changes), and its logits
+  ``q.e[p]`` at integer contextual positions (:func:`cope_pictures`).
 * ``ROTATION`` -- :meth:`rotate_qk` of all-ones queries and keys: per frequency pair the
   product of a rotated pair is ``2 cos((j - i) theta_p)``; the picture is the mean over
   pairs (1 at distance 0) and the per-pair table.
@@ -41,8 +45,8 @@ from torch import Tensor, nn
 from ..context import PositionContext, PositionKind
 from ..encodings.at5 import SoftBucketBias
 from ..encodings.base import RelativeScalarBias, low_rank_bias
+from ..encodings.cope import CoPE
 from ..encodings.shaw import Shaw
-from ..encodings.tupe import TupeA
 from ..encodings.xl import TransformerXL
 from ..segments import SegmentAttention
 from . import captions
@@ -71,7 +75,8 @@ def head_labels(rows: int) -> list[str]:
 
 def curve_picture(stack: Stack, group: list[TermUse], what: str, x: list[int],
                   values: Callable[[TermUse], Tensor], ylabel: str,
-                  scale: str = "diverging", series: Optional[list[str]] = None) -> Picture:
+                  scale: str = "diverging", series: Optional[list[str]] = None,
+                  xlabel: str = "distance j - i") -> Picture:
     """One panel per term module (its layers), one curve per row of ``values`` (heads,
     unless ``series`` names the rows)."""
     panels = []
@@ -84,7 +89,7 @@ def curve_picture(stack: Stack, group: list[TermUse], what: str, x: list[int],
     return Picture(f"{stack.name}-{name}-{what}", stack.name, name,
                    captions.title(name, what, stack.name),
                    captions.caption(name, what, stack.causal), "curves", panels,
-                   xlabel="distance j - i", ylabel=ylabel, x=x,
+                   xlabel=xlabel, ylabel=ylabel, x=x,
                    scale=scale)  # type: ignore[arg-type]
 
 
@@ -204,7 +209,7 @@ def absolute_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> lis
         return [heatmap_picture(stack, group, "logits", lambda use: use.term.pair_bias(
             segments, segments, 0, None, ctx)[0], labels(segments), labels(segments),
             "key segment", "query segment")]
-    assert isinstance(term, TupeA)  # PAIR_BIAS: TUPE with --tupe-reset-first
+    # PAIR_BIAS over positions: TUPE with --tupe-reset-first, FIRE
     return [heatmap_picture(stack, group, "logits", lambda use: use.term.pair_bias(
         n, n, 0, None, PositionContext()), labels(n), labels(n), *axes)]
 
@@ -212,6 +217,8 @@ def absolute_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> lis
 def content_logit_pictures(stack: Stack, group: list[TermUse],
                            limits: Limits) -> list[Picture]:
     d, k_len, x = distance_probe(stack, limits)
+    if isinstance(group[0].term, CoPE):
+        return cope_pictures(stack, group, d, k_len, x)
 
     def mean_gate(use: TermUse) -> Tensor:
         ones = use.attn.q_proj.weight.new_ones(1, use.attn.num_heads, k_len, use.attn.head_dim)
@@ -220,6 +227,30 @@ def content_logit_pictures(stack: Stack, group: list[TermUse],
 
     return [curve_picture(stack, group, "gate", x, mean_gate, "mean gate (factor on q.k)",
                           "factor")]
+
+
+def cope_pictures(stack: Stack, group: list[TermUse], d: int, k_len: int,
+                  x: list[int]) -> list[Picture]:
+    """CoPE reads content: with the query and keys of an all-zero layer input (the
+    projection biases), the part of ``q.e[p_ij]`` that no token changes, by distance
+    (every gate is then the same, ``p_ij`` a multiple of the distance); and ``z[p] =
+    q.e[p]`` for that query at each integer contextual position ``p``."""
+    def probe(use: TermUse) -> Tensor:
+        q, k = zero_input_qk(use.attn, k_len, True)
+        logits = use.term.content_logits(q, k, d, PositionContext())
+        return (logits - q @ k.transpose(-1, -2))[0, :, 0]
+
+    term = group[0].term
+    lo, hi = max(term.p_lo, -d), min(term.npos - 1, d)
+
+    def integer_logits(use: TermUse) -> Tensor:
+        q, _ = zero_input_qk(use.attn, 1, True)
+        return use.term.position_logits(q, lo, hi)[0, :, 0]
+
+    return [curve_picture(stack, group, "position-bias", x, probe, "added to the logit"),
+            curve_picture(stack, group, "position-logits", list(range(lo, hi + 1)),
+                          integer_logits, "q.e[p] / sqrt(d_h)",
+                          xlabel="contextual position p")]
 
 
 BY_KIND: dict[PositionKind, Callable[[Stack, list[TermUse], Limits], list[Picture]]] = {

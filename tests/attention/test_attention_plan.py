@@ -82,6 +82,10 @@ ENCODER = {
     "tupe_a": (EXPLICIT, EXTRA, EXTRA),
     # the buckets add a len x len bias on torch's path, which the low-rank term joins
     "tupe_r": (EXPLICIT, SDPA, "fused distance + extra dims"),
+    # a learned bias by pair (it reads the query's position): no distance kernel
+    "fire": (EXPLICIT, SDPA, SDPA),
+    # content logits: the gates are the logits, written out
+    "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
 }
 DECODER = {
     **ENCODER,
@@ -144,6 +148,13 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     ("t5", {}, step(CPU, torch.float32, need_weights=True), EXPLICIT),
     ("tupe_r", {"tupe_reset_first": True}, training(CPU, torch.float32, False), EXPLICIT),
     ("tupe_r", {"tupe_reset_first": True}, training(CUDA, torch.float16, False), SDPA),
+    # FIRE in evaluation: no gradient, so the CPU keeps its pair bias in SDPA's float mask
+    ("fire", {}, training(CPU, torch.float32, False, dropout=False, grad=False), SDPA),
+    # a bias by pair has no distance kernel, even where one is asked for
+    ("fire", {"distance_kernel": "fused"}, training(CUDA, torch.float16, True), SDPA),
+    # CoPE's gates are its logits: written out where nothing else asks for them
+    ("cope", {}, training(CUDA, torch.bfloat16, False, padding=False, dropout=False,
+                          grad=False), EXPLICIT),
 ])
 def test_other_calls(name, flags, call, expected):
     kernels = {key: flags.pop(key) for key in ("low_rank_kernel", "distance_kernel")
@@ -177,7 +188,8 @@ def test_segment_attention_beside_an_input_encoding():
 
 def test_mask_gradient():
     """The float mask has a gradient where a term in it is learned or reads q or k."""
-    for name, expected in [("t5", True), ("alibi", False), ("xl", True), ("rope", False)]:
+    for name, expected in [("t5", True), ("alibi", False), ("xl", True), ("rope", False),
+                           ("fire", True)]:
         plan = plan_attention(positions(name, causal=False),
                               training(CUDA, torch.float32, False), verified=verified)
         assert plan.mask_needs_grad is expected, name

@@ -41,6 +41,11 @@ def test_incremental_equals_full_forward_with_beam_reordering(encoding):
     ("t5", []),
     ("kerple_power", []),
     ("sandwich", []),
+    # L = 2 |l|, l ~ N(0, 1): most steps are normalised by their own position
+    ("fire", ["--fire-init-l", "2"]),
+    ("fire", ["--fire-init-l", "2", "--fire-shared"]),
+    ("cope", ["--cope-npos", "4"]),  # contextual positions clamped at 3
+    ("cope", ["--cope-shared"]),
 ])
 def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
     """Decoding steps read content-free tables from windows that the context grows

@@ -2,7 +2,7 @@
 know: every option, dest, default, type, choice, metavar and help as the hand-written
 definitions of commit a496576 had them (``fixtures/position_flags.json``, written by
 ``fixtures/make_flag_snapshot.py``), except the changes and additions listed here on
-purpose."""
+purpose (new flags, and the new encodings among ``--pos-encoding``'s choices)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ CHANGED = {
     "tupe_max_len": ("help", "tupe: tupe_a, tupe_r: ", "tupe_a, tupe_r: "),
 }
 #: Flags added since the snapshot (a new flag changes no old one's meaning).
-ADDED = {"pos_kernels", "sandwich_dim"}
+ADDED = {"pos_kernels", "sandwich_dim", "fire_mlp_width", "fire_init_c", "fire_init_l",
+         "fire_shared", "cope_npos", "cope_shared"}
 #: Values of --pos-encoding added since the snapshot (the old ones keep their meaning).
-ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich"}
+ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope"}
 
 
 def test_flags_are_the_snapshot():

@@ -17,7 +17,7 @@ from tests.support.naive import TOL
                                             ("shaw", {"shaw_no_value": True}),
                                             ("alibi", {}), ("rope", {}), ("huang4", {}),
                                             ("tupe_a", {}), ("tupe_r", {}), ("at5", {}),
-                                            ("at5_nob", {}), ("xl", {})])
+                                            ("at5_nob", {}), ("xl", {}), ("fire", {})])
 def test_fused_and_explicit_paths_agree(encoding, flags):
     attn = build_attention(encoding, causal=False, **flags)
     x = torch.randn(6, 3, 8, dtype=torch.float64)
@@ -33,7 +33,7 @@ def test_fused_and_explicit_paths_agree(encoding, flags):
 @pytest.mark.parametrize("encoding,flags", [("t5", {}), ("diet_rel", {}), ("shaw", {}),
                                             ("alibi", {}), ("t5_nob", {}), ("huang4", {}),
                                             ("huang3", {}), ("at5", {}), ("at5_nob", {}),
-                                            ("xl", {})])
+                                            ("xl", {}), ("cope", {})])
 def test_relative_terms_are_shift_invariant(encoding, flags):
     """Shifting every position by s leaves the position term of each (i, j) unchanged."""
     attn = build_attention(encoding, causal=False, max_positions=40, **flags)

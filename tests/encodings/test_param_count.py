@@ -50,6 +50,10 @@ EXPECTED = {
     "huang3": both(lambda n: L * H * (2 * n - 1) * D, lambda n: L * H * n * D),  # m h (2n-1) d
     "xl": 2 * (L * 128 * 128 + 2 * H * D),  # per stack: W_R (d x d) per layer, one u, v pair
     "huang4": both(lambda n: L * H * (2 * n - 1) * D, lambda n: L * H * n * D),  # m h (2n-1) d
+    # FIRE, per layer: the MLP 1 -> 32 -> H (2 * 32 + 32 H + H), c and the multiplier of L
+    "fire": 2 * L * (2 * 32 + 32 * H + H + 2),
+    # CoPE, per layer: d_h x npos (npos = n + 1); the encoder's table has both signs
+    "cope": both(lambda n: L * D * (2 * n + 1), lambda n: L * D * (n + 1)),
 }
 
 
@@ -75,6 +79,15 @@ def test_diet_rel_sharing_counts(flags, expected):
 ])
 def test_diet_abs_options_counts(flags, expected):
     total, base = param_count.counts("transformer_tiny_diet_abs", FLAGS + flags, vocab=100)
+    assert total - base == expected
+
+
+@pytest.mark.parametrize("encoding,flags,expected", [
+    ("fire", ["--fire-shared", "--fire-mlp-width", "8"], 2 * (2 * 8 + 8 * H + H + 2)),
+    ("cope", ["--cope-shared", "--cope-npos", "10"], D * 19 + D * 10),
+])
+def test_fire_and_cope_options_counts(encoding, flags, expected):
+    total, base = param_count.counts(f"transformer_tiny_{encoding}", FLAGS + flags, vocab=100)
     assert total - base == expected
 
 

@@ -70,12 +70,40 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
     return attn.out_proj(out.reshape(T, B, C))
 
 
-def run(attn, x, causal):
+def run(attn, x, causal, key_padding=None):
     T = x.size(0)
     mask = torch.triu(torch.full((T, T), float("-inf"), dtype=x.dtype), 1) if causal else None
     with attn.scope.open():
-        out, _ = attn(x, x, x, attn_mask=mask, need_weights=False)
+        out, _ = attn(x, x, x, key_padding_mask=key_padding, attn_mask=mask,
+                      need_weights=False)
     return out
+
+
+def fairseq_padding(batch: int, length: int, causal: bool, pad: int = 3):
+    """``(batch, length)``, True at padding: row 1 padded by ``pad`` on the side fairseq
+    pads it (sources on the left, targets, ``causal``, on the right)."""
+    padding = torch.zeros(batch, length, dtype=torch.bool)
+    if causal:
+        padding[1, length - pad:] = True
+    else:
+        padding[1, :pad] = True
+    return padding
+
+
+def run_steps(attn, x):
+    """``x`` fed one position at a time, as decoding steps (one incremental state and one
+    position context for the sequence, as the decoder keeps them): ``(T, B, C)``."""
+    from fairseq_posenc.context import PositionContext
+
+    state: dict = {}
+    context = PositionContext(incremental=True)
+    steps = []
+    for t in range(x.size(0)):
+        with torch.no_grad(), attn.scope.open(context):
+            step, _ = attn(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=state,
+                           need_weights=False)
+        steps.append(step[0])
+    return torch.stack(steps)
 
 
 def clip(r: int, lo: int, hi: int) -> int:

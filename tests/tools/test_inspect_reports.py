@@ -41,6 +41,8 @@ pytestmark = pytest.mark.slow  # a checkpoint and a rendered report per encoding
 CASES: dict[str, tuple[str, list[str]]] = {
     **{name: (name, []) for name in ALL_ENCODINGS},
     "tupe_r_reset": ("tupe_r", ["--tupe-reset-first"]),
+    # L = 4 |l| (0.1 to 5 here): rows past it normalised by their own position
+    "fire_threshold": ("fire", ["--fire-init-l", "4"]),
     "shaw_keys": ("shaw", ["--shaw-no-value"]),
     "segments": ("sinusoidal", ["--segment-attention", "--segment-separator", "w3"]),
 }
@@ -61,7 +63,8 @@ def expected_keys(name: str) -> set[str]:
         "shaw": ["shaw-position-bias", "shaw-vector-norms"], "xl": ["xl-position-bias"],
         "rope": ["rope-cosine", "rope-pairs"], "diet_abs": ["diet_abs-logits"],
         "diet_abs_lin": ["diet_abs_lin-logits"], "tupe_a": ["tupe_a-logits"],
-        "tupe_r": ["tupe_r-logits", "t5-bias"],
+        "tupe_r": ["tupe_r-logits", "t5-bias"], "fire": ["fire-logits"],
+        "cope": ["cope-position-bias", "cope-position-logits"],
     }[encoding]
     keys = {f"{stack}-{what}" for stack in ("encoder", "decoder") for what in per_stack}
     if encoding == "diet_abs_lin":  # a causal decoder cannot project: it is diet_abs
@@ -183,7 +186,7 @@ def test_json_equals_what_the_attention_adds(inspected, name):
             additive = [p for key, p in pics.items() if split_key(key)[2] in ADDITIVE]
             if additive:
                 n = 24
-                keep = any(p["term"] in ("shaw", "huang4") for p in additive)
+                keep = any(p["term"] in ("shaw", "huang4", "cope") for p in additive)
                 actual = attention_logits(report.model, stack, layer, n, keep_biases=keep)
                 if "diet_abs_lin" in {p["term"] for p in additive}:
                     n = actual.size(-1)  # projected keys: (H, 24, k)
@@ -261,3 +264,18 @@ def test_at5_soft_buckets(inspected):
                         torch.relu(term.beta.double())[:, None]) / term.max_len
     torch.testing.assert_close(layer_values(picture, 0), 1 - torch.exp(-slope * r.abs()),
                                rtol=0, atol=1e-6)
+
+
+def test_cope_position_logits(inspected):
+    """z[p] = q.e[p] / sqrt(d_h) for the query of an all-zero input (the projection bias
+    b_Q) and each integer position p, from the parameters."""
+    report = inspected("cope")
+    for stack in ("encoder", "decoder"):
+        picture = report.pictures[f"{stack}-cope-position-logits"]
+        for layer in range(2):
+            attn = getattr(report.model, stack).layers[layer].self_attn
+            table, first = attn.encoding.pos_emb.double(), attn.encoding.p_lo
+            q = attn.q_proj.bias.double().view(4, 4) / 2  # 4 heads of d_h = 4, / sqrt(d_h)
+            expected = q @ table[:, [p - first for p in picture["x"]]]
+            torch.testing.assert_close(layer_values(picture, layer), expected,
+                                       rtol=0, atol=1e-5)
