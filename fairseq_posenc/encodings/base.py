@@ -40,19 +40,21 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..random_positions import RandomPositions
 from .flags import Flag, add_flags, check_flags
 from ..positions import (
     clipped_index,
     distance_range,
     expand_distance_bias,
     gather_absolute_pairs,
+    read_by_distance,
     relative_positions,
 )
 
@@ -174,6 +176,20 @@ class PositionEncoding(nn.Module):
         """The encoding's own flag that sets :meth:`max_length`, if one was given."""
         flag = cls.max_len_flag
         return flag if flag and getattr(args, flag[2:].replace("-", "_")) else None
+
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        """Why ``--random-positions`` cannot apply to this encoding with ``args`` (None: its
+        terms read positions, or their differences, wherever they are)."""
+        return None
+
+    @classmethod
+    def position_draw(cls, args: argparse.Namespace) -> Optional[Callable[[Tensor], Tensor]]:
+        """How a training forward chooses each sequence's positions, ``(B, T)`` from the
+        padding mask: ``--random-positions``' draw (:mod:`fairseq_posenc.random_positions`),
+        SHAPE's shift; None: ``0..n-1``."""
+        span = getattr(args, "random_positions", None)
+        return None if span is None else RandomPositions(span)
 
     # -- what the term is, and what the attention calls for its kind ----------------
     #: The kind of this term (see :class:`~fairseq_posenc.context.PositionKind`). A class
@@ -309,7 +325,18 @@ class RelativeScalarBias(PositionEncoding):
         return table.rows(r_lo, r_hi), r_lo
 
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
-        """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``."""
+        """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``; between
+        positions chosen per sequence (:attr:`PositionContext.positions`), ``(B, H, q_len,
+        k_len)`` read at their differences."""
+        if ctx.positions is not None:
+            def gathered() -> Tensor:
+                r_lo, r_hi = ctx.distance_range(q_len, k_len, q_offset)
+                table = ctx.window(self, "per_distance", r_lo, r_hi, lambda lo, hi: Window(
+                    self.distance_bias(lo, hi), lo, hi)).rows(r_lo, r_hi)
+                return read_by_distance(table, ctx.distances(q_len, k_len, q_offset) - r_lo)
+
+            return ctx.latest(self, "expanded", (q_len, k_len, q_offset), gathered,
+                              batch_dependent=True)
         if q_len == 1 and ctx.incremental:
             # A decoding step: one narrow of an (H, 1, R) window kept for the sequence,
             # nothing made per step (beam search is bound by the host's work per layer).
@@ -331,8 +358,13 @@ def clipped_distance_index(
     device: torch.device,
 ) -> Tensor:
     """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
-    of vectors. Content-free and the same for every layer with the same clip range, so the
-    latest one is kept in the context."""
+    of vectors; ``(B, 1, q_len, k_len)`` between chosen positions. Content-free and the
+    same for every layer with the same clip range, so the latest one is kept."""
+    if ctx.positions is not None:
+        return ctx.latest(
+            ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
+            lambda: clipped_index(ctx.distances(q_len, k_len, q_offset), r_lo, r_hi),
+            batch_dependent=True)
     return ctx.latest(
         ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
         lambda: clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi),
@@ -358,9 +390,10 @@ def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
 
 
 def check_max_len(term: PositionEncoding, k_len: int, positions: Optional[Tensor]) -> None:
-    """Direct use of an absolute term on a longer sequence (the stack rejects such inputs
-    first, with :meth:`PositionEncoding.max_length`)."""
-    if k_len > term.max_len and (positions is None or int(positions.max()) >= term.max_len):
+    """Direct use of an absolute term on a longer sequence, or at positions beyond its table
+    (the stack and ``--random-positions``' check reject both first)."""
+    if (int(positions.max()) >= term.max_len if positions is not None
+            else k_len > term.max_len):
         raise ValueError(
             f"{term.name}: a sequence has more than {term.max_len} tokens, the rows of its "
             f"position table; train with a larger {term.max_len_flag} (default: "
@@ -387,7 +420,13 @@ def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
     """A ``LOW_RANK`` term as a pair bias ``(B or 1, H, q_len, k_len)``: the product
     ``P_Q P_K^T`` once per forward, read at the rows' real positions (without padding, once
-    per forward or decoding step for the layers that share the term)."""
+    per forward or decoding step for the layers that share the term); at chosen positions,
+    the rows at them times each other (no ``span x span`` product)."""
+    if ctx.positions is not None:
+        return ctx.latest(term, "low_rank_bias", (q_len, k_len, q_offset),
+                          lambda: _low_rank_at(term, ctx.positions, q_offset, ctx),
+                          batch_dependent=True)
+
     def compute() -> Tensor:
         check_max_len(term, k_len, _real_positions(key_padding_mask, k_len, ctx))
         product = low_rank_product(term, min(k_len, term.max_len), ctx)
@@ -397,6 +436,15 @@ def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
     if key_padding_mask is not None:
         return compute()
     return ctx.latest(term, "low_rank_bias", (q_len, k_len, q_offset), compute)
+
+
+def _low_rank_at(term: PositionEncoding, positions: Tensor, q_offset: int,
+                 ctx: PositionContext) -> Tensor:
+    """``P_Q[pos_i] . P_K[pos_j]`` at ``positions`` ``(B, k_len)``: ``(B, H or 1, q, k)``."""
+    check_max_len(term, positions.size(1), positions)
+    p_q, p_k = term.factors(int(positions.max()) + 1, ctx)
+    return torch.matmul(read_rows(p_q, positions[:, q_offset:]),
+                        read_rows(p_k, positions).transpose(-1, -2))
 
 
 def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
