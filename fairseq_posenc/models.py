@@ -157,7 +157,7 @@ def configure_positions(args: argparse.Namespace) -> None:
                 f"--pos-encoding {args.pos_encoding} conflicts with "
                 "--no-token-positional-embeddings / --encoder-learned-pos / "
                 "--decoder-learned-pos: choose the input encoding with --pos-encoding "
-                "(sinusoidal, learned or none) alone."
+                f"({', '.join(n for n, e in sorted(ENCODINGS.items()) if e.at_input)}) alone."
             )
         args.no_token_positional_embeddings, learned = wanted
         args.encoder_learned_pos = args.decoder_learned_pos = learned
