@@ -51,6 +51,7 @@ def expected_keys(name: str) -> set[str]:
     encoding = CASES[name][0]
     per_stack = {
         "sinusoidal": ["sinusoidal-cosine"], "learned": ["learned-cosine"], "none": [],
+        "shape": ["shape-cosine"],
         "t5": ["t5-bias"], "t5_nob": ["t5_nob-bias"], "diet_rel": ["diet_rel-bias"],
         "alibi": ["alibi-bias"], "huang1": ["huang1-factor"], "huang2": ["huang2-factor"],
         "at5": ["at5-bias", "at5-soft-bucket"], "at5_nob": ["at5_nob-bias",
@@ -159,7 +160,7 @@ ADDITIVE = {"bias", "logits", "position-bias"}
 
 #: The segment term needs segment ids: test_segment_term_equals_what_the_attention_adds.
 ATTENTION_CASES = [name for name, (enc, _) in CASES.items()
-                   if enc not in ("sinusoidal", "learned", "none")]
+                   if enc not in ("sinusoidal", "learned", "none", "shape")]
 
 
 @pytest.mark.parametrize("name", ATTENTION_CASES)
@@ -215,7 +216,7 @@ def test_segment_term_equals_what_the_attention_adds(inspected):
         assert_logits(actual, expected, causal=False)
 
 
-@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("name", ["sinusoidal", "learned", "shape"])
 def test_input_embeddings_cosine(inspected, name):
     """The encoder's own forward_embedding minus its token part is the position embedding
     it adds; its cosine similarities are the JSON's."""
