@@ -1,6 +1,6 @@
 """``shape``: shifted absolute position embedding (Kiyono, Kobayashi, Suzuki and Inui 2021,
 EMNLP, "SHAPE: Shifted Absolute Position Embedding for Transformers", arXiv 2109.05644,
-section 3 and Figure 1c).
+Figure 1c and the section that defines SHAPE).
 
 ``x_i + PE(i + k)``: the sinusoidal input embedding of ``sinusoidal`` (Vaswani et al. 2017,
 section 3.5, in fairseq's form; ``input.py``) read at every position shifted by an offset
