@@ -7,9 +7,9 @@ which hooks answer.
 :class:`PositionContext` is built once per forward by each stack (encoder, decoder) and
 read by every self-attention layer of that stack: whether the forward is incremental, the
 source's segment ids, the positions chosen for each sequence where they are not its count of
-real tokens (SHAPE's shift, ``--random-positions``' draw, in training), and a cache keyed by
-owner (the module whose values it holds), so a
-content-free table shared by all layers is computed once per forward. While generating,
+real tokens (SHAPE's shift, ``--random-positions``' draw, in training), and a cache keyed
+by owner (the module whose values it holds), so a content-free table shared by all layers
+is computed once per forward. While generating,
 the decoder keeps one context per generated sequence in fairseq's ``incremental_state``:
 each step then slices tables computed for a window that grows geometrically
 (:meth:`PositionContext.ahead`). Nothing that depends on the batch is kept across decoding
@@ -221,7 +221,6 @@ class PositionContext:
                            lambda: real_positions(padding_mask, length, device),
                            batch_dependent=True)
 
-
     def distances(self, q_len: int, k_len: int, q_offset: int) -> Tensor:
         """``(B, 1, q_len, k_len)``: ``pos[j] - pos[q_offset + i]`` between the chosen
         :attr:`positions`, once per forward (the relative distance ``r = j - i`` of
@@ -243,9 +242,15 @@ class PositionContext:
         layer."""
         if self.positions is None:
             return distance_range(q_len, k_len, q_offset)
-        largest = self.latest(None, "largest position", self.positions,
-                              lambda: int(self.positions.max()), batch_dependent=True)
+        largest = self.largest_position()
         return -largest, largest
+
+    def largest_position(self) -> int:
+        """The largest chosen position, once per forward (a host synchronisation)."""
+        positions = self.positions
+        assert positions is not None, "no positions chosen"
+        return self.latest(None, "largest position", positions, lambda: int(positions.max()),
+                           batch_dependent=True)
 
 
 class PositionScope:

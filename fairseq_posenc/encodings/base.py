@@ -185,9 +185,8 @@ class PositionEncoding(nn.Module):
 
     @classmethod
     def position_draw(cls, args: argparse.Namespace) -> Optional[Callable[[Tensor], Tensor]]:
-        """How a training forward chooses each sequence's positions, ``(B, T)`` from the
-        padding mask: ``--random-positions``' draw (:mod:`fairseq_posenc.random_positions`),
-        SHAPE's shift; None: ``0..n-1``."""
+        """How a training forward chooses each sequence's positions from the padding mask
+        (``--random-positions``' draw, SHAPE's shift), or None: ``0..n-1``."""
         span = getattr(args, "random_positions", None)
         return None if span is None else RandomPositions(span)
 
@@ -360,15 +359,15 @@ def clipped_distance_index(
     """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
     of vectors; ``(B, 1, q_len, k_len)`` between chosen positions. Content-free and the
     same for every layer with the same clip range, so the latest one is kept."""
-    if ctx.positions is not None:
-        return ctx.latest(
-            ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
-            lambda: clipped_index(ctx.distances(q_len, k_len, q_offset), r_lo, r_hi),
-            batch_dependent=True)
-    return ctx.latest(
-        ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
-        lambda: clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi),
-    )
+    chosen = ctx.positions is not None
+
+    def index() -> Tensor:
+        r = (ctx.distances(q_len, k_len, q_offset) if chosen
+             else relative_positions(q_len, k_len, q_offset, device))
+        return clipped_index(r, r_lo, r_hi)
+
+    return ctx.latest(("clipped_distance_index", r_lo, r_hi), "index",
+                      (q_len, k_len, q_offset), index, batch_dependent=chosen)
 
 
 def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
@@ -390,10 +389,9 @@ def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
 
 
 def check_max_len(term: PositionEncoding, k_len: int, positions: Optional[Tensor]) -> None:
-    """Direct use of an absolute term on a longer sequence, or at positions beyond its table
-    (the stack and ``--random-positions``' check reject both first)."""
-    if (int(positions.max()) >= term.max_len if positions is not None
-            else k_len > term.max_len):
+    """Direct use of an absolute term on a longer sequence (the stack rejects such inputs
+    first, with :meth:`PositionEncoding.max_length`)."""
+    if k_len > term.max_len and (positions is None or int(positions.max()) >= term.max_len):
         raise ValueError(
             f"{term.name}: a sequence has more than {term.max_len} tokens, the rows of its "
             f"position table; train with a larger {term.max_len_flag} (default: "
@@ -441,8 +439,10 @@ def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
 def _low_rank_at(term: PositionEncoding, positions: Tensor, q_offset: int,
                  ctx: PositionContext) -> Tensor:
     """``P_Q[pos_i] . P_K[pos_j]`` at ``positions`` ``(B, k_len)``: ``(B, H or 1, q, k)``."""
-    check_max_len(term, positions.size(1), positions)
-    p_q, p_k = term.factors(int(positions.max()) + 1, ctx)
+    largest = ctx.largest_position()
+    if largest >= term.max_len:  # --random-positions' check rejects it first
+        raise ValueError(f"{term.name}: position {largest} beyond its {term.max_len} rows")
+    p_q, p_k = term.factors(largest + 1, ctx)
     return torch.matmul(read_rows(p_q, positions[:, q_offset:]),
                         read_rows(p_k, positions).transpose(-1, -2))
 

@@ -115,10 +115,8 @@ class Rope(PositionEncoding):
             # Positions chosen per sequence (--random-positions): each row's own angles,
             # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused
             # rotation takes one row of angles per position).
-            length = q_offset + q.size(-2)
-            largest = ctx.distance_range(q.size(-2), length, q_offset)[1]  # once per forward
-            rotation = self._rotations(largest + 1, q.dtype, ctx)
-            rotation = rotation[ctx.positions[:, q_offset:length]].unsqueeze(1)
+            rotation = self._rotations(ctx.largest_position() + 1, q.dtype, ctx)
+            rotation = rotation[ctx.positions[:, q_offset:q_offset + q.size(-2)]].unsqueeze(1)
             return rotate_pairs(q * q_scale, rotation), rotate_pairs(k, rotation)
         if q.size(-2) == 1 and self.kernel == "auto":
             # A decoding step: every row at one position, so the rotation is one matrix
