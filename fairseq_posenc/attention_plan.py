@@ -4,9 +4,10 @@ Each term declares its kind (:class:`~fairseq_posenc.context.PositionKind`) and 
 run fused (:attr:`~fairseq_posenc.encodings.base.PositionEncoding.fused_kernel`, a
 :class:`~fairseq_posenc.context.FusedKernel`). :func:`plan_attention` reads those, the
 layer's kernel switches and what the call is (:class:`Call`: device, dtype, lengths,
-causality, dropout, weights asked, a decoding step, autograd) and returns a :class:`Plan`:
-the path, the term the fused distance kernel runs, the low-rank terms concatenated as extra
-query and key dimensions, and whether the float mask needs a gradient. It touches no
+causality, dropout, weights asked, a decoding step, autograd, positions chosen per
+sequence) and returns a :class:`Plan`: the path, the term the fused distance kernel runs,
+the low-rank terms concatenated as extra query and key dimensions, and whether the float
+mask needs a gradient. It touches no
 tensor, so a table of cases tests it (``tests/attention/test_attention_plan.py``), and
 :meth:`~fairseq_posenc.attention.PositionalMultiheadAttention.forward` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
