@@ -263,6 +263,7 @@ class PositionalMultiheadAttention(MultiheadAttention):
                 saved is not None and saved.get("prev_key_padding_mask") is not None),
             dropout=self._dropout_p() > 0, need_weights=need_weights,
             incremental=saved is not None, grad=torch.is_grad_enabled(),
+            chosen_positions=ctx.positions is not None,
         ), self.low_rank_kernel, self.distance_kernel)
         if plan.path is Path.STEP:
             return self._decode_step(query, incremental_state, saved, positions, ctx,

@@ -4,9 +4,10 @@ Each term declares its kind (:class:`~fairseq_posenc.context.PositionKind`) and 
 run fused (:attr:`~fairseq_posenc.encodings.base.PositionEncoding.fused_kernel`, a
 :class:`~fairseq_posenc.context.FusedKernel`). :func:`plan_attention` reads those, the
 layer's kernel switches and what the call is (:class:`Call`: device, dtype, lengths,
-causality, dropout, weights asked, a decoding step, autograd) and returns a :class:`Plan`:
-the path, the term the fused distance kernel runs, the low-rank terms concatenated as extra
-query and key dimensions, and whether the float mask needs a gradient. It touches no
+causality, dropout, weights asked, a decoding step, autograd, positions chosen per
+sequence) and returns a :class:`Plan`: the path, the term the fused distance kernel runs,
+the low-rank terms concatenated as extra query and key dimensions, and whether the float
+mask needs a gradient. It touches no
 tensor, so a table of cases tests it (``tests/attention/test_attention_plan.py``), and
 :meth:`~fairseq_posenc.attention.PositionalMultiheadAttention.forward` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
@@ -147,6 +148,12 @@ class Call(NamedTuple):
     incremental: bool = False
     #: Autograd records (``torch.is_grad_enabled()``).
     grad: bool = False
+    #: Positions chosen per sequence (:attr:`~fairseq_posenc.context.PositionContext.
+    #: positions`: ``--random-positions`` in training): distances differ by sequence and
+    #: are not consecutive, so every term is a ``(B, H, q, k)`` tensor read at them, and
+    #: nothing that assumes consecutive positions runs (the fused distance kernels, the
+    #: low-rank dimensions, products by distance for one query, a decoding step).
+    chosen_positions: bool = False
 
 
 class Path(enum.Enum):
@@ -211,17 +218,18 @@ def plan_attention(positions: AttachedPositions, call: Call,
                    verified: Optional[Verifier] = None) -> Plan:
     """The plan of one self-attention call of a layer with ``positions``; each path gives
     the same numbers up to rounding. ``verified``: for :func:`auto_fuses`."""
+    chosen = call.chosen_positions
     if (call.incremental and call.q_len == 1 and not call.causal and not call.padding
-            and not call.need_weights and not positions.projections):
+            and not call.need_weights and not positions.projections and not chosen):
         if not positions.by_rows:
             return _STEP
         return Plan(Path.STEP, one_query_rows=_covered_rows(positions, call))
     explicit = call.need_weights or call.q_len == 1
-    concatenated = () if explicit else tuple(
+    concatenated = () if explicit or chosen else tuple(
         t for t in positions.terms if _concatenates(t, call, low_rank_kernel))
     sized = [t for t in positions.sized if t not in concatenated]
     fused, family = None, None
-    if not explicit and len(sized) == 1:
+    if not explicit and not chosen and len(sized) == 1:
         family = _fused_family(sized[0], call, distance_kernel, verified)
         fused = sized[0] if family is not None else None
     if fused is None and positions.needs_logits:
@@ -243,7 +251,8 @@ def plan_attention(positions: AttachedPositions, call: Call,
         explicit, concatenated = True, ()
     return Plan(Path.EXPLICIT if explicit else Path.SDPA, concatenated=concatenated,
                 mask_needs_grad=mask_needs_grad,
-                one_query_rows=_covered_rows(positions, call) if call.q_len == 1 else ())
+                one_query_rows=(_covered_rows(positions, call)
+                                if call.q_len == 1 and not chosen else ()))
 
 
 def _covered_rows(positions: AttachedPositions, call: Call) -> tuple["PositionEncoding", ...]:

@@ -6,8 +6,10 @@ which hooks answer.
 
 :class:`PositionContext` is built once per forward by each stack (encoder, decoder) and
 read by every self-attention layer of that stack: whether the forward is incremental, the
-source's segment ids, and a cache keyed by owner (the module whose values it holds), so a
-content-free table shared by all layers is computed once per forward. While generating,
+source's segment ids, the positions chosen for each sequence where they are not its count of
+real tokens (SHAPE's shift, ``--random-positions``' draw, in training), and a cache keyed
+by owner (the module whose values it holds), so a content-free table shared by all layers
+is computed once per forward. While generating,
 the decoder keeps one context per generated sequence in fairseq's ``incremental_state``:
 each step then slices tables computed for a window that grows geometrically
 (:meth:`PositionContext.ahead`). Nothing that depends on the batch is kept across decoding
@@ -27,7 +29,7 @@ from typing import Any, Callable, Hashable, Iterator, Optional, TypeVar
 import torch
 from torch import Tensor
 
-from .positions import real_positions
+from .positions import distance_range, real_positions
 
 V = TypeVar("V")
 
@@ -157,11 +159,16 @@ class PositionContext:
 
     ``incremental``: the context lives for a whole generated sequence (one decoding step
     per forward); ``segment_ids``: ``(B, T)`` segment of each source token, when the model
-    uses segments.
+    uses segments; ``positions``: ``(B, T)`` the position of each token of the stack's
+    input, chosen per sequence for a training forward (SHAPE's shift, ``--random-
+    positions``' draw; padding 0), or None: the count of real tokens before it
+    (:func:`~fairseq_posenc.positions.real_positions`). Every term reads these: absolute
+    ones at them, relative ones at their differences.
     """
 
     incremental: bool = False
     segment_ids: Optional[Tensor] = None
+    positions: Optional[Tensor] = None
     _cache: dict[tuple[Hashable, str], Any] = field(default_factory=dict, repr=False)
 
     def ahead(self, n: int) -> int:
@@ -204,11 +211,45 @@ class PositionContext:
     def real_positions(self, padding_mask: Optional[Tensor], length: int,
                        device: torch.device) -> Tensor:
         """:func:`~fairseq_posenc.positions.real_positions`, once per padding mask: every
-        layer of a stack receives the same mask tensor."""
+        layer of a stack receives the same mask tensor; the chosen :attr:`positions`
+        where there are."""
+        if self.positions is not None:
+            return self.positions
         if padding_mask is None:
             return real_positions(None, length, device)
         return self.latest(None, "real_positions", padding_mask,
                            lambda: real_positions(padding_mask, length, device),
+                           batch_dependent=True)
+
+    def distances(self, q_len: int, k_len: int, q_offset: int) -> Tensor:
+        """``(B, 1, q_len, k_len)``: ``pos[j] - pos[q_offset + i]`` between the chosen
+        :attr:`positions`, once per forward (the relative distance ``r = j - i`` of
+        :func:`~fairseq_posenc.positions.relative_positions`, between chosen positions)."""
+        positions = self.positions
+        assert positions is not None, "no positions chosen: distances are j - i"
+
+        def compute() -> Tensor:
+            return (positions[:, None, :] - positions[:, q_offset:, None]).unsqueeze(1)
+
+        return self.latest(None, "distances", (q_len, k_len, q_offset), compute,
+                           batch_dependent=True)
+
+    def distance_range(self, q_len: int, k_len: int, q_offset: int = 0) -> tuple[int, int]:
+        """Smallest and largest ``r = j - i`` of a ``(q_len, k_len)`` attention: of
+        :func:`~fairseq_posenc.positions.distance_range`, or, between chosen
+        :attr:`positions`, ``-P .. P`` with ``P`` the largest chosen position (one
+        host synchronisation per forward), so that a table over it is the same for every
+        layer."""
+        if self.positions is None:
+            return distance_range(q_len, k_len, q_offset)
+        largest = self.largest_position()
+        return -largest, largest
+
+    def largest_position(self) -> int:
+        """The largest chosen position, once per forward (a host synchronisation)."""
+        positions = self.positions
+        assert positions is not None, "no positions chosen"
+        return self.latest(None, "largest position", positions, lambda: int(positions.max()),
                            batch_dependent=True)
 
 

@@ -28,6 +28,8 @@ import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model
 from fairseq.models.transformer import (
+    DEFAULT_MAX_SOURCE_POSITIONS,
+    DEFAULT_MAX_TARGET_POSITIONS,
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,
@@ -46,6 +48,8 @@ from .context import PositionContext, PositionScope
 from .encodings import ENCODINGS, get_encoding
 from .encodings.base import LAYER_CHOICES, PositionEncoding
 from .encodings.rope import Rope
+from .input_positions import InputPositions
+from .random_positions import add_random_positions_arg, check_random_positions
 from .segments import (
     SegmentAttention,
     add_segment_args,
@@ -95,6 +99,7 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
         help="with an attention-level encoding, also keep fairseq's input position "
         "embeddings (ablation; the papers remove them)",
     )
+    add_random_positions_arg(group)
     for encoding in ENCODINGS.values():
         encoding.add_args(group)
     add_segment_args(group)
@@ -138,6 +143,9 @@ def configure_positions(args: argparse.Namespace) -> None:
     encoding = get_encoding(args.pos_encoding)
     encoding.check_args(args)
     check_segment_args(args)
+    check_random_positions(args, encoding, (
+        getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS,
+        getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS))
     if encoding.at_input:
         wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
         given = (
@@ -149,7 +157,7 @@ def configure_positions(args: argparse.Namespace) -> None:
                 f"--pos-encoding {args.pos_encoding} conflicts with "
                 "--no-token-positional-embeddings / --encoder-learned-pos / "
                 "--decoder-learned-pos: choose the input encoding with --pos-encoding "
-                "(sinusoidal, learned or none) alone."
+                f"({', '.join(n for n, e in sorted(ENCODINGS.items()) if e.at_input)}) alone."
             )
         args.no_token_positional_embeddings, learned = wanted
         args.encoder_learned_pos = args.decoder_learned_pos = learned
@@ -277,6 +285,18 @@ class PositionalStack:
         if plan is not None and not encoding.at_input:
             self.pos_encodings = nn.ModuleList(
                 [m for m in dict.fromkeys(plan.encodings) if m is not None])
+        self.pos_draw = encoding.position_draw(self.args)
+        if self.pos_draw is not None and self.embed_positions is not None:
+            # the input embedding reads the positions each training forward chooses
+            self.embed_positions = InputPositions(self.embed_positions, self.pos_scope)
+
+    def _chosen_positions(self, tokens: Tensor) -> Optional[Tensor]:
+        """The positions of this forward's tokens where a training forward chooses them
+        per sequence (SHAPE's shift, ``--random-positions``' draw), else None (the count
+        of real tokens): drawn once for the stack, read by every term of every layer."""
+        if self.pos_draw is None or not self.training:
+            return None
+        return self.pos_draw(tokens.eq(self.padding_idx))
 
     def _check_length(self, tokens: Tensor) -> None:
         limit = self.pos_max_length
@@ -337,7 +357,9 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
         self._check_length(src_tokens)
         segments = (None if self.segment_separator is None else
                     segment_ids(src_tokens, self.segment_separator, self.args.num_segments))
-        with self.pos_scope.open(PositionContext(segment_ids=segments)):
+        context = PositionContext(segment_ids=segments,
+                                  positions=self._chosen_positions(src_tokens))
+        with self.pos_scope.open(context):
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
@@ -360,8 +382,9 @@ class PositionalDecoder(PositionalStack, TransformerDecoder):
                          full_context_alignment: bool = False, alignment_layer=None,
                          alignment_heads=None):
         self._check_length(prev_output_tokens)
-        context: Optional[PositionContext] = None
-        if incremental_state is not None:
+        if incremental_state is None:
+            context = PositionContext(positions=self._chosen_positions(prev_output_tokens))
+        else:
             # Kept for the whole generated sequence; never reordered (nothing in it
             # depends on the batch), so it lives outside the attention's own buffer.
             context = self.get_incremental_state(incremental_state, "pos_context")

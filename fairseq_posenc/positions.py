@@ -20,6 +20,7 @@ import math
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -120,6 +121,15 @@ def expand_distance_bias(
     return windows.flip(-2)  # windows[a] is row q_len - 1 - a
 
 
+def read_by_distance(table: Tensor, index: Tensor) -> Tensor:
+    """``table[h, index[b, 0, i, j]]``: a per-head table ``(H, R)`` read at a row of it per
+    pair and sequence (``(B, 1, q_len, k_len)``, e.g. distances between positions chosen per
+    sequence less the table's first), as ``(B, H, q_len, k_len)``. An embedding lookup, whose
+    backward sums the pairs' gradients into the rows in one pass."""
+    rows = F.embedding(index.squeeze(1), table.t())  # (B, q_len, k_len, H)
+    return rows.permute(0, 3, 1, 2)
+
+
 def sum_by_clipped_distance(x: Tensor, index: Tensor, q_offset: int, r_lo: int,
                             r_hi: int) -> Tensor:
     """``out[..., i, c - r_lo] = sum of x[..., i, j]`` over the keys ``j`` with
@@ -130,8 +140,11 @@ def sum_by_clipped_distance(x: Tensor, index: Tensor, q_offset: int, r_lo: int,
     atomic adds serialize where most keys of a row share one of the two clipped rows
     (Shaw's ``k = 16`` at 512 tokens: about 480 keys per row), so on a GPU they would
     dominate Shaw's training step. Elsewhere ``scatter_add`` along ``index``: one pass
-    over ``x``, where the masked sums take five (``docs/benchmark-cpu-runs/``)."""
-    if x.is_cuda:
+    over ``x``, where the masked sums take five (``docs/benchmark-cpu-runs/``). An index
+    per sequence (``(B, 1, q_len, k_len)``, distances between positions chosen per
+    sequence, :attr:`~fairseq_posenc.context.PositionContext.positions`) is not the
+    consecutive distances the masked sums assume: ``scatter_add`` there too."""
+    if x.is_cuda and index.dim() == 2:
         return sum_by_masks(x, q_offset, r_lo, r_hi)
     out = x.new_zeros(*x.shape[:-1], r_hi - r_lo + 1)
     return out.scatter_add_(-1, index.expand_as(x), x)

@@ -40,19 +40,21 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..random_positions import RandomPositions
 from .flags import Flag, add_flags, check_flags
 from ..positions import (
     clipped_index,
     distance_range,
     expand_distance_bias,
     gather_absolute_pairs,
+    read_by_distance,
     relative_positions,
 )
 
@@ -174,6 +176,19 @@ class PositionEncoding(nn.Module):
         """The encoding's own flag that sets :meth:`max_length`, if one was given."""
         flag = cls.max_len_flag
         return flag if flag and getattr(args, flag[2:].replace("-", "_")) else None
+
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        """Why ``--random-positions`` cannot apply to this encoding with ``args`` (None: its
+        terms read positions, or their differences, wherever they are)."""
+        return None
+
+    @classmethod
+    def position_draw(cls, args: argparse.Namespace) -> Optional[Callable[[Tensor], Tensor]]:
+        """How a training forward chooses each sequence's positions from the padding mask
+        (``--random-positions``' draw, SHAPE's shift), or None: ``0..n-1``."""
+        span = getattr(args, "random_positions", None)
+        return None if span is None else RandomPositions(span)
 
     # -- what the term is, and what the attention calls for its kind ----------------
     #: The kind of this term (see :class:`~fairseq_posenc.context.PositionKind`). A class
@@ -309,7 +324,18 @@ class RelativeScalarBias(PositionEncoding):
         return table.rows(r_lo, r_hi), r_lo
 
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
-        """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``."""
+        """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``; between
+        positions chosen per sequence (:attr:`PositionContext.positions`), ``(B, H, q_len,
+        k_len)`` read at their differences."""
+        if ctx.positions is not None:
+            def gathered() -> Tensor:
+                r_lo, r_hi = ctx.distance_range(q_len, k_len, q_offset)
+                table = ctx.window(self, "per_distance", r_lo, r_hi, lambda lo, hi: Window(
+                    self.distance_bias(lo, hi), lo, hi)).rows(r_lo, r_hi)
+                return read_by_distance(table, ctx.distances(q_len, k_len, q_offset) - r_lo)
+
+            return ctx.latest(self, "expanded", (q_len, k_len, q_offset), gathered,
+                              batch_dependent=True)
         if q_len == 1 and ctx.incremental:
             # A decoding step: one narrow of an (H, 1, R) window kept for the sequence,
             # nothing made per step (beam search is bound by the host's work per layer).
@@ -331,12 +357,17 @@ def clipped_distance_index(
     device: torch.device,
 ) -> Tensor:
     """``clip(j - i, r_lo, r_hi) - r_lo`` for every (i, j): the row of a per-distance table
-    of vectors. Content-free and the same for every layer with the same clip range, so the
-    latest one is kept in the context."""
-    return ctx.latest(
-        ("clipped_distance_index", r_lo, r_hi), "index", (q_len, k_len, q_offset),
-        lambda: clipped_index(relative_positions(q_len, k_len, q_offset, device), r_lo, r_hi),
-    )
+    of vectors; ``(B, 1, q_len, k_len)`` between chosen positions. Content-free and the
+    same for every layer with the same clip range, so the latest one is kept."""
+    chosen = ctx.positions is not None
+
+    def index() -> Tensor:
+        r = (ctx.distances(q_len, k_len, q_offset) if chosen
+             else relative_positions(q_len, k_len, q_offset, device))
+        return clipped_index(r, r_lo, r_hi)
+
+    return ctx.latest(("clipped_distance_index", r_lo, r_hi), "index",
+                      (q_len, k_len, q_offset), index, batch_dependent=chosen)
 
 
 def absolute_pair_bias(owner: nn.Module, table: Tensor, q_len: int, k_len: int,
@@ -387,7 +418,13 @@ def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
     """A ``LOW_RANK`` term as a pair bias ``(B or 1, H, q_len, k_len)``: the product
     ``P_Q P_K^T`` once per forward, read at the rows' real positions (without padding, once
-    per forward or decoding step for the layers that share the term)."""
+    per forward or decoding step for the layers that share the term); at chosen positions,
+    the rows at them times each other (no ``span x span`` product)."""
+    if ctx.positions is not None:
+        return ctx.latest(term, "low_rank_bias", (q_len, k_len, q_offset),
+                          lambda: _low_rank_at(term, ctx.positions, q_offset, ctx),
+                          batch_dependent=True)
+
     def compute() -> Tensor:
         check_max_len(term, k_len, _real_positions(key_padding_mask, k_len, ctx))
         product = low_rank_product(term, min(k_len, term.max_len), ctx)
@@ -397,6 +434,17 @@ def low_rank_bias(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,
     if key_padding_mask is not None:
         return compute()
     return ctx.latest(term, "low_rank_bias", (q_len, k_len, q_offset), compute)
+
+
+def _low_rank_at(term: PositionEncoding, positions: Tensor, q_offset: int,
+                 ctx: PositionContext) -> Tensor:
+    """``P_Q[pos_i] . P_K[pos_j]`` at ``positions`` ``(B, k_len)``: ``(B, H or 1, q, k)``."""
+    largest = ctx.largest_position()
+    if largest >= term.max_len:  # --random-positions' check rejects it first
+        raise ValueError(f"{term.name}: position {largest} beyond its {term.max_len} rows")
+    p_q, p_k = term.factors(largest + 1, ctx)
+    return torch.matmul(read_rows(p_q, positions[:, q_offset:]),
+                        read_rows(p_k, positions).transpose(-1, -2))
 
 
 def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: int,

@@ -103,6 +103,12 @@ class DietAbsLin(PositionEncoding):
         return [cls(shared or tables(), n, args.diet_abs_lin_k) if used else None
                 for used in layers_with_encoding(args, cls, num_layers)]
 
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        return ("its encoder's keys and values are the input projected along the sequence "
+                "(Linformer's E, a column per token position), not a term of positions: "
+                "drawing the columns would change which keys a sentence has")
+
     @staticmethod
     def _decoder_args(args: argparse.Namespace) -> argparse.Namespace:
         """The ``diet_abs`` flags the decoder is built with."""

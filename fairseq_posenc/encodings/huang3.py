@@ -53,4 +53,6 @@ class Huang3(PositionEncoding):
         idx = clipped_distance_index(q.size(-2), k.size(-2), q_offset, self.r_lo, self.r_hi,
                                      ctx, q.device)
         gate = self.rel_gate.to(q.dtype)[:, idx]  # H, q_len, k_len, d_h: inherent to method 3
+        if idx.dim() == 4:  # distances per sequence (chosen positions): H, B, q_len, k_len, d_h
+            return torch.einsum("bhid,bhjd,hbijd->bhij", q, k, gate.squeeze(2))
         return torch.einsum("bhid,bhjd,hijd->bhij", q, k, gate)

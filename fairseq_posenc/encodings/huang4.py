@@ -85,7 +85,7 @@ class Huang4(PositionEncoding):
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
         # Only the distances this attention has: the table may hold 2n-1 >> 2 len rows.
-        r_min, r_max = distance_range(q_len, k_len, q_offset)
+        r_min, r_max = ctx.distance_range(q_len, k_len, q_offset)
         lo, hi = max(self.r_lo, r_min), min(self.r_hi, r_max)
         idx = clipped_distance_index(q_len, k_len, q_offset, lo, hi, ctx, q.device)
         table = self._table(q, lo, hi)  # H, d_h, R

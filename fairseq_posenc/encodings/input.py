@@ -54,3 +54,7 @@ class Learned(InputEncoding):
 class NoPosition(InputEncoding):
     name = "none"
     fairseq_flags = (True, False)
+
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        return "the model has no positions to draw"

@@ -15,7 +15,8 @@ model's precision), the fewest kernels for the host to launch, which is what
 bounds beam search.
 
 Positions are indices in the padded row: fairseq pads on one side only, so real tokens
-are contiguous and, the encoding being relative, the padding offset cancels.
+are contiguous and, the encoding being relative, the padding offset cancels. Positions
+chosen per sequence (``--random-positions`` in training) rotate each row by its own.
 
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.
@@ -110,6 +111,13 @@ class Rope(PositionEncoding):
 
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
                   q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
+        if ctx.positions is not None:
+            # Positions chosen per sequence (--random-positions): each row's own angles,
+            # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused
+            # rotation takes one row of angles per position).
+            rotation = self._rotations(ctx.largest_position() + 1, q.dtype, ctx)
+            rotation = rotation[ctx.positions[:, q_offset:q_offset + q.size(-2)]].unsqueeze(1)
+            return rotate_pairs(q * q_scale, rotation), rotate_pairs(k, rotation)
         if q.size(-2) == 1 and self.kernel == "auto":
             # A decoding step: every row at one position, so the rotation is one matrix
             # product per tensor, the queries' with the scale folded in (no kernel of its

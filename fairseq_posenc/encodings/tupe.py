@@ -123,6 +123,13 @@ class TupeA(PositionEncoding):
         return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
                    args.tupe_reset_first)
 
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        if args.tupe_reset_first:
+            return ("--tupe-reset-first unties position 0, the first token's, and drawn "
+                    "positions need not contain 0; leave the reset off")
+        return None
+
     def relative_term(self, n: int) -> Optional[Tensor]:
         """``(H, n, n)`` added to the absolute term before the reset (tupe_r), or None."""
         return None

@@ -120,15 +120,19 @@ class TransformerXL(PositionEncoding):
         return [cls.build(args, biases=shared, **kwargs) if used_here else None
                 for used_here in used]
 
-    def _unmasked(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
-        """Range of ``r = j - i`` this attention has, less the causally masked ones."""
-        r_lo, r_hi = distance_range(q_len, k_len, q_offset)
+    def _unmasked(self, q_len: int, k_len: int, q_offset: int,
+                  ctx: Optional[PositionContext] = None) -> tuple[int, int]:
+        """Range of ``r = j - i`` this attention has, less the causally masked ones (with
+        ``ctx``: between its chosen positions, if any)."""
+        r_lo, r_hi = (distance_range(q_len, k_len, q_offset) if ctx is None
+                      else ctx.distance_range(q_len, k_len, q_offset))
         return r_lo, (min(r_hi, 0) if self.causal else r_hi)
 
-    def _distances(self, q_len: int, k_len: int, q_offset: int) -> tuple[int, int]:
+    def _distances(self, q_len: int, k_len: int, q_offset: int,
+                   ctx: Optional[PositionContext] = None) -> tuple[int, int]:
         """Range of ``r = j - i`` whose table rows this attention reads (clipped; later
         keys of a causal attention read row ``r = 0``, masked)."""
-        r_lo, r_hi = self._unmasked(q_len, k_len, q_offset)
+        r_lo, r_hi = self._unmasked(q_len, k_len, q_offset, ctx)
         if self.clamp is not None:
             r_lo, r_hi = max(r_lo, -self.clamp), min(r_hi, self.clamp)
         return r_lo, r_hi
@@ -176,7 +180,7 @@ class TransformerXL(PositionEncoding):
 
     def logit_bias(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext) -> Tensor:
         q_len, k_len = q.size(-2), k.size(-2)
-        r_lo, r_hi = self._distances(q_len, k_len, q_offset)
+        r_lo, r_hi = self._distances(q_len, k_len, q_offset, ctx)
         table, u, v = self._table_and_biases(q, r_lo, r_hi, ctx)  # H, d_h, R
         per_distance = torch.matmul(q + v, table)  # B, H, q_len, distances
         idx = clipped_distance_index(q_len, k_len, q_offset, r_lo, r_hi, ctx, q.device)

@@ -135,6 +135,11 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
                                "Vaswani et al. 2017 sec. 3.5 (fairseq's variant): cos(PE_i, "
                                "PE_j) of the embeddings fairseq adds to the input, from the "
                                "model's own module; position 0 = the first real token."),
+    ("shape", "cosine"): ("SHAPE's sinusoidal input embeddings: cosine similarity",
+                          "Kiyono et al. 2021 (fairseq's sinusoid): cos(PE_i, PE_j) of the "
+                          "embeddings added to the input in evaluation; training shifts "
+                          "every position of a sequence by one random k in 0..K, which "
+                          "leaves these similarities as they are."),
     ("learned", "cosine"): ("Learned input embeddings: cosine similarity",
                             "Gehring et al. 2017 / Devlin et al. 2018: cos(P_i, P_j) of the "
                             "learned position embeddings added to the input, from the "
@@ -153,6 +158,6 @@ def title(name: str, what: str, stack: str) -> str:
 
 def caption(name: str, what: str, causal: bool) -> str:
     text = TEXT.get((name, what), ("", f"The {what} of the {name} term."))[1]
-    if causal and name not in ("sinusoidal", "learned"):
+    if causal and name not in ("sinusoidal", "learned", "shape"):
         text += " Decoder: causal, only keys j <= i exist (the rest is masked)."
     return text

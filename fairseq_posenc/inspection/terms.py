@@ -276,7 +276,10 @@ def input_picture(stack: Stack, limits: Limits) -> Optional[Picture]:
     tokens = torch.full((1, n), stack.module.padding_idx + 1, dtype=torch.long)
     vectors = embed(tokens)[0]  # n, d
     unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp(min=1e-12)
-    name = "learned" if isinstance(embed, LearnedPositionalEmbedding) else "sinusoidal"
+    name = ("learned" if isinstance(embed, LearnedPositionalEmbedding)
+            or getattr(embed, "learned", False) else "sinusoidal")
+    if getattr(stack.module.args, "pos_encoding", None) == "shape":
+        name = "shape"  # fairseq's sinusoids, unshifted as in evaluation
     panel = HeatmapPanel("input embedding", (), None, floats(unit @ unit.t()))
     return Picture(f"{stack.name}-{name}-cosine", stack.name, name,
                    captions.title(name, "cosine", stack.name),

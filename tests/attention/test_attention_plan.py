@@ -60,6 +60,7 @@ ENCODER = {
     "none": (SDPA, SDPA, SDPA),
     "sinusoidal": (SDPA, SDPA, SDPA),
     "learned": (SDPA, SDPA, SDPA),
+    "shape": (SDPA, SDPA, SDPA),
     # content-free, no parameter: nothing to differentiate in the float mask on CPU
     "alibi": (SDPA, SDPA, DISTANCE),
     "sandwich": (SDPA, SDPA, DISTANCE),
@@ -94,8 +95,38 @@ DECODER = {
 }
 
 
+#: Training with positions chosen per sequence (--random-positions): every term is a
+#: (B, H, q, k) tensor read at the drawn distances, so no fused distance kernel and no
+#: low-rank dimensions (nor causal ALiBi's); the same in both stacks. (shape, none and
+#: diet_abs_lin refuse the option before a model is built; their layers are listed too.)
+CHOSEN = {
+    "none": (SDPA, SDPA, SDPA),
+    "sinusoidal": (SDPA, SDPA, SDPA),
+    "learned": (SDPA, SDPA, SDPA),
+    "shape": (SDPA, SDPA, SDPA),
+    "alibi": (SDPA, SDPA, SDPA),
+    "at5": (EXPLICIT, SDPA, SDPA),
+    "at5_nob": (EXPLICIT, SDPA, SDPA),
+    "diet_rel": (EXPLICIT, SDPA, SDPA),
+    "t5": (EXPLICIT, SDPA, SDPA),
+    "t5_nob": (EXPLICIT, SDPA, SDPA),
+    "diet_abs": (EXPLICIT, SDPA, SDPA),
+    "diet_abs_lin": (EXPLICIT, SDPA, SDPA),
+    # the factors and Shaw's value term need the logits written out
+    "huang1": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "huang2": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "huang3": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "huang4": (EXPLICIT, SDPA, SDPA),
+    "xl": (EXPLICIT, SDPA, SDPA),
+    "rope": (SDPA, SDPA, SDPA),
+    "shaw": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "tupe_a": (EXPLICIT, SDPA, SDPA),
+    "tupe_r": (EXPLICIT, SDPA, SDPA),
+}
+
+
 def test_the_table_covers_every_encoding():
-    assert set(ENCODER) == set(DECODER) == set(ENCODINGS)
+    assert set(ENCODER) == set(DECODER) == set(CHOSEN) == set(ENCODINGS)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -107,6 +138,19 @@ def test_training_paths(encoding, causal, dtype):
     got = [described(plan_attention(layer, training(device, dtype, causal),
                                     verified=verified)) for device in (CPU, CUDA)]
     assert got == [cpu, cuda32 if dtype is torch.float32 else cuda_half]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+def test_training_paths_at_chosen_positions(encoding, causal, dtype):
+    layer = positions(encoding, causal)
+    cpu, cuda32, cuda_half = CHOSEN[encoding]
+    plans = [plan_attention(layer, training(device, dtype, causal, chosen_positions=True),
+                            verified=verified) for device in (CPU, CUDA)]
+    assert [described(plan) for plan in plans] == [
+        cpu, cuda32 if dtype is torch.float32 else cuda_half]
+    assert all(plan.fused is None and not plan.one_query_rows for plan in plans)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -155,6 +199,20 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     # CoPE's gates are its logits: written out where nothing else asks for them
     ("cope", {}, training(CUDA, torch.bfloat16, False, padding=False, dropout=False,
                           grad=False), EXPLICIT),
+    # chosen positions: no kernel that assumes consecutive ones, even forced
+    ("t5", {"distance_kernel": "fused"},
+     training(CPU, torch.float32, False, chosen_positions=True), EXPLICIT),
+    ("t5", {"distance_kernel": "fused"},
+     training(CUDA, torch.float16, False, chosen_positions=True), SDPA),
+    ("diet_abs", {"low_rank_kernel": "concat"},
+     training(CUDA, torch.float16, False, chosen_positions=True), SDPA),
+    ("alibi", {}, training(CUDA, torch.float16, True, chosen_positions=True), SDPA),
+    ("shaw", {"shaw_no_value": True},
+     training(CUDA, torch.float16, False, chosen_positions=True), SDPA),
+    # one token: the explicit path, its rows read at the drawn distance, not as products
+    ("xl", {}, training(CUDA, torch.float16, True, q_len=1, k_len=1,
+                        chosen_positions=True), EXPLICIT),
+    ("rope", {}, step(CUDA, torch.float16, chosen_positions=True), EXPLICIT),
 ])
 def test_other_calls(name, flags, call, expected):
     kernels = {key: flags.pop(key) for key in ("low_rank_kernel", "distance_kernel")

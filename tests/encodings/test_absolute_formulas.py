@@ -5,14 +5,12 @@ loops written from the papers (``support/naive.py``). float64, tolerance 1e-9.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from fairseq_posenc.positions import gather_absolute_pairs
 from tests.support.model_utils import build_attention
-from tests.support.naive import TOL, naive_attention
+from tests.support.naive import TOL, naive_attention, naive_sinusoid
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -47,18 +45,11 @@ def test_diet_abs_attention_with_padding(causal, flags):
     assert (got[:, 0] - want[:, 0]).abs().max() < TOL
 
 
-def naive_sinusoid(p: int, d: int) -> list[float]:
-    """fairseq / tensor2tensor sinusoid: sines then cosines, rates 10000^(-i/(h-1))."""
-    h = d // 2
-    rates = [10000 ** (-i / (h - 1)) for i in range(h)]
-    return [math.sin(p * w) for w in rates] + [math.cos(p * w) for w in rates]
-
-
-@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "none"])
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "none", "shape"])
 def test_input_position_term(encoding):
     """What the input encoding adds to the scaled token embedding, at real positions:
     the k-th real token gets row k + padding_idx + 1 (fairseq's numbering), whatever the
-    padding of its row."""
+    padding of its row (shape: unshifted, outside a training forward)."""
     from tests.support.model_utils import build_model
 
     model, d = build_model(encoding)
@@ -76,7 +67,7 @@ def test_input_position_term(encoding):
             real = [t for t in range(tokens.size(1)) if tokens[b, t] != d.pad()]
             for k, t in enumerate(real):
                 p = k + d.pad() + 1
-                if encoding == "sinusoidal":
+                if encoding in ("sinusoidal", "shape"):
                     want = torch.tensor(naive_sinusoid(p, tok.size(-1)))
                 elif encoding == "learned":
                     want = stack.embed_positions.weight[p]

@@ -20,6 +20,7 @@ def both(enc, dec):
 
 EXPECTED = {
     "sinusoidal": 0,
+    "shape": 0,  # sinusoids at shifted positions
     "none": 0,
     "alibi": 0,
     "rope": 0,
@@ -89,6 +90,15 @@ def test_diet_abs_options_counts(flags, expected):
 def test_fire_and_cope_options_counts(encoding, flags, expected):
     total, base = param_count.counts(f"transformer_tiny_{encoding}", FLAGS + flags, vocab=100)
     assert total - base == expected
+
+
+@pytest.mark.parametrize("arch,flags", [
+    ("learned", ["--random-positions", "30"]),  # the same table, read at drawn positions
+    ("t5", ["--random-positions", "500"]),
+])
+def test_random_positions_add_no_parameters(arch, flags):
+    plain = param_count.counts(f"transformer_tiny_{arch}", FLAGS, vocab=100)
+    assert param_count.counts(f"transformer_tiny_{arch}", FLAGS + flags, vocab=100) == plain
 
 
 def test_every_encoding_is_counted():

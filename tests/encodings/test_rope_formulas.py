@@ -5,26 +5,12 @@ float64 references (``support/naive.py``), tolerance 1e-9 in float64.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from fairseq_posenc.encodings import PositionContext
 from tests.support.model_utils import build_attention
-from tests.support.naive import TOL, naive_attention, run
-
-
-def naive_rope(vec, p, base=10000.0):
-    """Su et al. eq. 34: pair (2i, 2i+1) turned by p * base^(-2i/d)."""
-    d = vec.numel()
-    out = vec.clone()
-    for i in range(d // 2):
-        a = p * base ** (-2 * i / d)
-        x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
-        out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
-        out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)
-    return out
+from tests.support.naive import TOL, naive_attention, naive_rope, run
 
 
 @pytest.mark.parametrize("causal", [False, True])

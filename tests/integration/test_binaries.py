@@ -154,6 +154,18 @@ def test_posenc_tiny_with_pos_encoding_flag(data, tmp_path):
     assert len(cu.hypotheses(cu.generate_main(data.bin, checkpoint))) == NUM_TEST
 
 
+@pytest.mark.parametrize("encoding", ["learned", "rope", "shaw"])
+def test_random_positions_train_and_translate(data, tmp_path, encoding):
+    """--random-positions: fairseq-train draws positions (the checkpoint records the
+    option), fairseq-generate translates every test sentence at 0..n-1."""
+    save_dir = tmp_path / "ckpt"
+    cu.train_translation_model(data.bin, save_dir, f"transformer_tiny_{encoding}",
+                               max_update=3, extra_flags=["--random-positions", "64"])
+    checkpoint = save_dir / "checkpoint_last.pt"
+    assert load_checkpoint_state(checkpoint)["cfg"]["model"].random_positions == 64
+    assert len(cu.hypotheses(cu.generate_main(data.bin, checkpoint))) == NUM_TEST
+
+
 # --- resume ---------------------------------------------------------------------------
 
 

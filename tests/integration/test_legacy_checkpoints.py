@@ -20,13 +20,17 @@ from tests.support.model_utils import ALL_ENCODINGS, build_model, dictionary
 PAD = dictionary().pad()
 
 LEGACY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
+#: Encodings added after the fixtures were written: no earlier code wrote them.
+ADDED_SINCE = {"shape"}
+WRITTEN = [name for name in ALL_ENCODINGS if name not in ADDED_SINCE]
 
 
 def test_every_encoding_has_a_legacy_checkpoint():
-    assert sorted(p.stem for p in LEGACY.glob("*.pt")) == sorted(ALL_ENCODINGS)
+    assert sorted(p.stem for p in LEGACY.glob("*.pt")) == sorted(WRITTEN)
+    assert ADDED_SINCE <= set(ALL_ENCODINGS)
 
 
-@pytest.mark.parametrize("encoding", ALL_ENCODINGS)
+@pytest.mark.parametrize("encoding", WRITTEN)
 def test_legacy_checkpoint_loads_with_the_same_outputs(encoding):
     saved = torch.load(LEGACY / f"{encoding}.pt", weights_only=True)
     assert saved["encoding"] == encoding

@@ -13,7 +13,7 @@ from fairseq_posenc.attention import PositionalMultiheadAttention
 from fairseq_posenc.encodings import ENCODINGS, PositionScope, get_encoding
 from fairseq_posenc.models import fill_position_defaults
 
-INPUT_ENCODINGS = ["sinusoidal", "learned", "none"]
+INPUT_ENCODINGS = ["sinusoidal", "learned", "none", "shape"]
 # Every registered encoding: a new one is covered by the shared tests as soon as it exists.
 ATTENTION_ENCODINGS = sorted(name for name, cls in ENCODINGS.items() if not cls.at_input)
 ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS

@@ -32,6 +32,25 @@ def naive_t5_bucket(r: int, num_buckets: int, max_distance: int, bidirectional: 
     return bucket + min(exact + int(scaled), num_buckets - 1)
 
 
+def naive_sinusoid(p: int, d: int) -> list[float]:
+    """fairseq / tensor2tensor sinusoid: sines then cosines, rates 10000^(-i/(h-1))."""
+    h = d // 2
+    rates = [10000 ** (-i / (h - 1)) for i in range(h)]
+    return [math.sin(p * w) for w in rates] + [math.cos(p * w) for w in rates]
+
+
+def naive_rope(vec, p, base=10000.0):
+    """Su et al. eq. 34: pair (2i, 2i+1) turned by p * base^(-2i/d)."""
+    d = vec.numel()
+    out = vec.clone()
+    for i in range(d // 2):
+        a = p * base ** (-2 * i / d)
+        x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
+        out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
+        out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)
+    return out
+
+
 def heads(attn, x):
     """Queries, keys and values of every head, ``(T, B, H, d_h)`` each, unscaled."""
     T, B, _ = x.shape
@@ -42,16 +61,24 @@ def heads(attn, x):
 
 @torch.no_grad()
 def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
-                    key_padding=None):
+                    key_padding=None, positions=None):
     """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
-    ``rotate(vector, position)`` first transforms every query and key (RoPE)."""
+    ``rotate(vector, position)`` first transforms every query and key (RoPE), at index
+    ``t`` or, given ``positions``, at ``positions[b][t]``; ``value_term(h, i, j)``, or
+    ``value_term(b, h, i, j)`` given ``positions``."""
     T, B, C = x.shape
     H, D = attn.num_heads, attn.head_dim
     q, k, v = heads(attn, x)
+
+    def at(b, t):
+        return t if positions is None else int(positions[b][t])
+
     if rotate is not None:
-        q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], t) for h in range(H)])
+        q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], at(b, t))
+                                                   for h in range(H)])
                                       for b in range(B)]) for t in range(T)])
-        k = torch.stack([torch.stack([torch.stack([rotate(k[t, b, h], t) for h in range(H)])
+        k = torch.stack([torch.stack([torch.stack([rotate(k[t, b, h], at(b, t))
+                                                   for h in range(H)])
                                       for b in range(B)]) for t in range(T)])
     out = torch.zeros(T, B, H, D, dtype=x.dtype)
     for b in range(B):
@@ -65,7 +92,9 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
                 w = [math.exp(x_ - m) for x_ in e]
                 s = sum(w)
                 for j, wj in zip(keys, w):
-                    vj = v[j, b, h] + (value_term(h, i, j) if value_term else 0)
+                    term = (0 if value_term is None else value_term(h, i, j)
+                            if positions is None else value_term(b, h, i, j))
+                    vj = v[j, b, h] + term
                     out[i, b, h] += wj / s * vj
     return attn.out_proj(out.reshape(T, B, C))
 

@@ -53,6 +53,7 @@ def expected_keys(name: str) -> set[str]:
     encoding = CASES[name][0]
     per_stack = {
         "sinusoidal": ["sinusoidal-cosine"], "learned": ["learned-cosine"], "none": [],
+        "shape": ["shape-cosine"],
         "t5": ["t5-bias"], "t5_nob": ["t5_nob-bias"], "diet_rel": ["diet_rel-bias"],
         "alibi": ["alibi-bias"], "huang1": ["huang1-factor"], "huang2": ["huang2-factor"],
         "kerple_log": ["kerple_log-bias"], "kerple_power": ["kerple_power-bias"],
@@ -164,7 +165,7 @@ ADDITIVE = {"bias", "logits", "position-bias"}
 
 #: The segment term needs segment ids: test_segment_term_equals_what_the_attention_adds.
 ATTENTION_CASES = [name for name, (enc, _) in CASES.items()
-                   if enc not in ("sinusoidal", "learned", "none")]
+                   if enc not in ("sinusoidal", "learned", "none", "shape")]
 
 
 @pytest.mark.parametrize("name", ATTENTION_CASES)
@@ -220,7 +221,7 @@ def test_segment_term_equals_what_the_attention_adds(inspected):
         assert_logits(actual, expected, causal=False)
 
 
-@pytest.mark.parametrize("name", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("name", ["sinusoidal", "learned", "shape"])
 def test_input_embeddings_cosine(inspected, name):
     """The encoder's own forward_embedding minus its token part is the position embedding
     it adds; its cosine similarities are the JSON's."""
