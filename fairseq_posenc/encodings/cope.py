@@ -45,6 +45,7 @@ Deviations:
 from __future__ import annotations
 
 import argparse
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -91,6 +92,11 @@ class CoPE(PositionEncoding):
         #: The table's first position: 0, or -(npos - 1) in the encoder.
         self.p_lo = 0 if causal else -(npos - 1)
         self.pos_emb = nn.Parameter(torch.zeros(head_dim, npos - self.p_lo))
+
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        return ("its positions are counts of gates along each row (contextual positions), "
+                "not token positions, so there are none to draw; train cope without it")
 
     @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:

@@ -126,6 +126,13 @@ class Fire(PositionEncoding):
                                  "starts from c = 0.1 and L = 512.")
 
     @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        return ("its bias is a function of the query's position and the distance, "
+                "normalised by psi(max(L, i)) over the positions 0..n-1 its table covers; "
+                "FIRE's own answer to unseen lengths is that normalisation: train fire "
+                "without it")
+
+    @classmethod
     def shares_layers(cls, args: argparse.Namespace) -> bool:
         return bool(args.fire_shared)
 

@@ -97,8 +97,9 @@ DECODER = {
 
 #: Training with positions chosen per sequence (--random-positions): every term is a
 #: (B, H, q, k) tensor read at the drawn distances, so no fused distance kernel and no
-#: low-rank dimensions (nor causal ALiBi's); the same in both stacks. (shape, none and
-#: diet_abs_lin refuse the option before a model is built; their layers are listed too.)
+#: low-rank dimensions (nor causal ALiBi's); the same in both stacks. (shape, none,
+#: diet_abs_lin, fire and cope refuse the option before a model is built; their layers are
+#: listed too.)
 CHOSEN = {
     "none": (SDPA, SDPA, SDPA),
     "sinusoidal": (SDPA, SDPA, SDPA),
@@ -122,6 +123,11 @@ CHOSEN = {
     "shaw": (EXPLICIT, EXPLICIT, EXPLICIT),
     "tupe_a": (EXPLICIT, SDPA, SDPA),
     "tupe_r": (EXPLICIT, SDPA, SDPA),
+    "kerple_log": (EXPLICIT, SDPA, SDPA),
+    "kerple_power": (EXPLICIT, SDPA, SDPA),
+    "sandwich": (SDPA, SDPA, SDPA),
+    "fire": (EXPLICIT, SDPA, SDPA),
+    "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
 }
 
 

@@ -287,6 +287,10 @@ def test_training_reads_the_drawn_positions_in_every_layer(encoding):
                  "positions to draw."),
     ("diet_abs_lin", [], "--random-positions cannot apply to --pos-encoding diet_abs_lin: "
                          "its encoder's keys and values are the input projected"),
+    ("cope", [], "--random-positions cannot apply to --pos-encoding cope: its positions "
+                 "are counts of gates"),
+    ("fire", [], "--random-positions cannot apply to --pos-encoding fire: its bias is a "
+                 "function of the query's position"),
     ("tupe_a", ["--tupe-reset-first"], "--random-positions cannot apply to --pos-encoding "
                                        "tupe_a: --tupe-reset-first unties position 0"),
     ("learned", ["--max-target-positions", "30"],
@@ -313,6 +317,6 @@ def test_a_span_below_one_is_an_error():
 
 def test_refusals_are_declared():
     assert {name for name in ENCODINGS if name not in TAKING} == {
-        "none", "shape", "diet_abs_lin"}
+        "none", "shape", "diet_abs_lin", "fire", "cope"}
     assert get_encoding("tupe_r").random_positions_refusal(
         encoding_args(tupe_reset_first=True)) is not None
