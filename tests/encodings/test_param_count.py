@@ -23,6 +23,7 @@ EXPECTED = {
     "none": 0,
     "alibi": 0,
     "rope": 0,
+    "xpos": 0,
     "learned": both(lambda n: (n + PAD + 1) * 128,
                     lambda n: (n + PAD + 1) * 128),
     "shaw": L * 2 * (2 * K + 1) * D + L * 2 * (K + 1) * D,  # key + value tables per layer
