@@ -8,8 +8,8 @@ the base) and ``s >= 1`` the scale factor (the new length over ``L``):
 
 * ``linear``: Position Interpolation (Chen et al. 2023, "Extending Context Window of Large
   Language Models via Positional Interpolation", arXiv 2306.15595, sec. 2):
-  ``f'(x, m) = f(x, m L / L') = f(x, m / s)``, the positions divided by ``s``; for a rotation this is
-  every frequency divided by ``s``: ``theta'_i = theta_i / s``.
+  ``f'(x, m) = f(x, m L / L') = f(x, m / s)``, the positions divided by ``s``; for a
+  rotation this is every frequency divided by ``s``: ``theta'_i = theta_i / s``.
 * ``ntk``: "NTK-aware" interpolation (bloc97 2023, written out by Peng et al., "YaRN:
   Efficient Context Window Extension of Large Language Models", ICLR 2024, arXiv
   2309.00071, sec. 3, "NTK-aware" interpolation): the base raised to ``b' = b s^(d /

@@ -6,7 +6,8 @@ Each head's query at position ``n`` and key at position ``m`` are rotated as RoP
 (pairs ``(2i, 2i+1)`` by ``n theta_i``, ``theta_i = 10000^(-2i/d_h)``) and each pair is
 scaled, the query's by ``zeta_i^(n/gamma)``, the key's by ``zeta_i^(-m/gamma)``::
 
-    f_q(q, n)_i = R(n theta_i) q_i zeta_i^(n/gamma),   f_k(k, m)_i = R(m theta_i) k_i zeta_i^(-m/gamma)
+    f_q(q, n)_i = R(n theta_i) q_i zeta_i^(n/gamma)
+    f_k(k, m)_i = R(m theta_i) k_i zeta_i^(-m/gamma)
     zeta_i = (2i/d_h + 0.4) / 1.4,   gamma = 512 (--xpos-scale-base)
 
 so that pair ``i`` contributes ``zeta_i^((n - m)/gamma) (R((m - n) theta_i) k_i) . q_i``
@@ -29,8 +30,9 @@ Deviations:
   ``m <= n``; with keys after the query (``m > n``) the same factors grow with the distance,
   as ``zeta_i^(-(m - n)/gamma)``. The encoder applies the paper's transformation
   unchanged, as the authors' code does in every self-attention, its bidirectional encoder
-  included (torchscale's ``xpos_rel_pos``); a decay by ``|n - m|`` cannot be split into a
-  factor on the query and one on the key.
+  included (torchscale's ``xpos_rel_pos``, which its encoder's configuration offers as
+  its decoder's does); a decay by ``|n - m|`` cannot be split into a factor on the query and
+  one on the key, so it would need the logits written out.
 * The paper's other part, blockwise causal attention at inference, is not applied: it
   concerns language models reading beyond their training window, and a sentence is
   attended to whole.

@@ -15,7 +15,8 @@ import torch
 
 from fairseq_posenc import build
 from fairseq_posenc.encodings.rope import Rope
-from fairseq_posenc.extrapolation import TranslationExtrapolationConfig, TranslationExtrapolationTask
+from fairseq_posenc.extrapolation import (TranslationExtrapolationConfig,
+                                          TranslationExtrapolationTask)
 from fairseq_posenc.rope_scaling import RopeScaling
 from tests.support.model_utils import build_attention, dictionary
 from tests.support.naive import TOL, naive_attention, run
