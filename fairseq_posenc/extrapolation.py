@@ -6,7 +6,9 @@ tokens plus the end of sentence), dropped with fairseq's own size filter, which 
 many it skipped. The model's ``--max-source/target-positions`` stay as they are, so a
 relative encoding -- and an absolute one whose table is longer than ``N`` -- is tested on
 longer sentences than it was trained on (Press et al. 2022 train short and test long the
-same way). Validation and test sets are not filtered.
+same way). Validation and test sets are not filtered. When translating, the task also takes
+``--rope-scaling`` (:mod:`fairseq_posenc.translation_scaling`), whose YaRN reads
+``--train-max-len`` from the checkpoint as the training length.
 
 :func:`length_limits` reads from a checkpoint's model configuration the longest source and
 target a model can represent: fairseq's ``--max-source/target-positions`` and, for an
@@ -26,21 +28,22 @@ import torch
 from fairseq.data import data_utils
 from fairseq.utils import resolve_max_positions
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from .encodings import get_encoding
+from .translation_scaling import RopeScalingConfig, RopeScalingTask
 
 
 @dataclass
-class TranslationExtrapolationConfig(TranslationConfig):
+class TranslationExtrapolationConfig(RopeScalingConfig):
     train_max_len: int = field(default=0, metadata={
         "help": "train on sentence pairs of at most this many tokens per side (subwords and "
                 "the end of sentence, as fairseq counts them); 0: no limit"})
 
 
 @register_task("translation_extrapolation", dataclass=TranslationExtrapolationConfig)
-class TranslationExtrapolationTask(TranslationTask):
-    """fairseq's ``translation`` that trains on short pairs only (``--train-max-len``)."""
+class TranslationExtrapolationTask(RopeScalingTask):
+    """fairseq's ``translation`` that trains on short pairs only (``--train-max-len``), and
+    translates with ``--rope-scaling`` (:mod:`.translation_scaling`)."""
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None,
                                ignore_invalid_inputs=False):

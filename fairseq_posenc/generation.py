@@ -21,7 +21,8 @@ each step; fairseq's beam keeps ranking them by their unnormalized score.
 from __future__ import annotations
 
 from fairseq.tasks import register_task
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from .translation_scaling import RopeScalingConfig, RopeScalingTask
 
 
 class GNMTLengthPenalty:
@@ -37,10 +38,10 @@ class GNMTLengthPenalty:
         return f"GNMTLengthPenalty(alpha={self.alpha})"
 
 
-@register_task("translation_gnmt", dataclass=TranslationConfig)
-class TranslationGNMTTask(TranslationTask):
+@register_task("translation_gnmt", dataclass=RopeScalingConfig)
+class TranslationGNMTTask(RopeScalingTask):
     """fairseq's ``translation``, its beam search normalized by GNMT's length penalty with
-    ``--lenpen`` as ``alpha``."""
+    ``--lenpen`` as ``alpha`` (and ``--rope-scaling``: :mod:`.translation_scaling`)."""
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None,
                         prefix_allowed_tokens_fn=None):

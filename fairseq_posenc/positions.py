@@ -195,12 +195,13 @@ def read_by_clipped_distance(per_distance: Tensor, index: Tensor, q_offset: int,
 
 
 def rotate_pairs(x: Tensor, rotation: Tensor) -> Tensor:
-    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the unit complex numbers ``rotation``
+    """Rotate pairs ``(x[..., 2i], x[..., 2i+1])`` by the complex numbers ``rotation``
     (``(..., d/2)``, broadcast against ``x``'s leading dimensions): the pair read as
     ``x_2i + i x_2i+1`` times ``e^(i angle)`` is RoPE's 2x2 rotation (Su et al. 2021, eq.
     34), done as one complex product (a view, no copy of ``x``) instead of slices, four
-    products and a stack. The encoding (``encodings/rope.py``) and the fused rotation's
-    self-check (``kernels/self_check.py``) both use it.
+    products and a stack; a number of modulus ``r`` also scales the pair by ``r`` (xPos's
+    decay). The encodings (``encodings/rope.py``, ``encodings/xpos.py``) and the fused
+    rotation's self-check (``kernels/self_check.py``) use it.
     """
     if x.dtype not in (torch.float32, torch.float64):
         # half precision has no complex CPU kernels; rotate in float32 (as LLaMA does)

@@ -46,7 +46,8 @@ TARGETS: dict[str, tuple[float, float]] = {
     "shaw": (1.10, 1.15),
     "tupe_a": (1.05, 1.10),
     "tupe_r": (1.05, 1.10),
-    "rope": (1.05, 1.05),
+    # xPos: RoPE's rotation with its factors inside the same complex numbers
+    **{name: (1.05, 1.05) for name in ("rope", "xpos")},
 }
 #: The GPU targets, in half precision at :data:`CUDA_DEFAULTS`: (train, translate)
 #: limits. The input encodings keep stock's layers, as on CPU.
@@ -55,7 +56,7 @@ CUDA_TARGETS: dict[str, tuple[float, float]] = {
     **{name: (1.05, 1.05) for name in ("diet_abs", "tupe_a", "diet_rel", "t5", "t5_nob", "at5",
                                        "at5_nob", "alibi", "tupe_r", "kerple_log",
                                        "kerple_power", "sandwich")},
-    "rope": (1.02, 1.02),
+    **{name: (1.02, 1.02) for name in ("rope", "xpos")},
     "shaw": (1.13, 1.20),
     "xl": (1.20, 1.20),
     **{name: (1.30, 1.30) for name in ("huang1", "huang2", "huang4")},

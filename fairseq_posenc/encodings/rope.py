@@ -18,6 +18,11 @@ Positions are indices in the padded row: fairseq pads on one side only, so real 
 are contiguous and, the encoding being relative, the padding offset cancels. Positions
 chosen per sequence (``--random-positions`` in training) rotate each row by its own.
 
+Rescaled frequencies for sentences longer than the training ones (position interpolation,
+NTK-aware scaling, YaRN; :mod:`fairseq_posenc.rope_scaling`) are a constructor argument,
+given at translation time through the plugin's tasks; YaRN's temperature joins the
+queries' scale.
+
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.
 """
@@ -25,7 +30,7 @@ position encodings today expect it.
 from __future__ import annotations
 
 import argparse
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 from torch import Tensor
@@ -33,6 +38,7 @@ from torch import Tensor
 from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
 from ..kernels import fused_by_default
 from ..positions import rotate_pairs
+from ..rope_scaling import RopeScaling
 from .base import PositionEncoding
 from .flags import Flag
 from .registry import register_encoding
@@ -47,17 +53,27 @@ class Rope(PositionEncoding):
                   default=10000.0, type=float, metavar="B"),)
 
     def __init__(self, head_dim: int, base: float,
-                 kernel: Literal["auto", "fused", "complex"] = "auto") -> None:
+                 kernel: Literal["auto", "fused", "complex"] = "auto",
+                 scaling: Optional[RopeScaling] = None) -> None:
         """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
         (:func:`~fairseq_posenc.kernels.fused_by_default`) and the complex64 product
         (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
-        product; or the fused rotation or the complex product everywhere."""
+        product; or the fused rotation or the complex product everywhere. ``scaling``:
+        frequencies rescaled for longer sentences than the training ones (None: the
+        paper's)."""
         super().__init__()
         self.kernel = kernel
         if head_dim % 2:
-            raise ValueError(f"--pos-encoding rope needs an even head dimension, got {head_dim}")
-        theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        self.register_buffer("theta", theta, persistent=False)
+            raise ValueError(f"--pos-encoding {self.name} needs an even head dimension, "
+                             f"got {head_dim}")
+        # float64 on the CPU, not a buffer: a model's .half() would round a buffer to its
+        # precision, and the angles p theta with it (:meth:`_exact`)
+        self.theta = (base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+                      if scaling is None else scaling.frequencies(head_dim, base))
+        self._copies: dict[tuple[str, torch.device], Tensor] = {}
+        self.scaling = scaling
+        #: The factor on the logits, folded into the queries' scale: YaRN's ``1/t``, else 1.
+        self.logit_scale = 1.0 if scaling is None else scaling.logit_scale
 
     @classmethod
     def check_args(cls, args: argparse.Namespace) -> None:
@@ -71,32 +87,64 @@ class Rope(PositionEncoding):
 
     @classmethod
     def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
-        return cls(head_dim, args.rope_base)
+        return cls(head_dim, args.rope_base, scaling=RopeScaling.from_args(args))
 
-    def _rotations(self, end: int, dtype: torch.dtype, ctx: PositionContext) -> Tensor:
-        """``e^(i p theta_j)`` for positions ``p = 0..end-1`` (at least), ``(end, d_h/2)``,
-        complex of ``dtype``'s precision; computed in float64, cached per forward (per
-        sequence while decoding)."""
+    def _exact(self, name: str, device: torch.device) -> Tensor:
+        """The float64 constant ``name`` (kept on the CPU) on ``device``, copied once per
+        device: a copy per forward would make the host wait for the GPU."""
+        copy = self._copies.get((name, device))
+        if copy is None:
+            copy = self._copies[name, device] = getattr(self, name).to(device)
+        return copy
+
+    # -- what a subclass adds to the rotation (xPos: a decay per pair) ------------------
+
+    def _origin(self, end: int) -> int:
+        """The position whose factors are 1, for a call over positions ``0..end-1``."""
+        return 0
+
+    def _magnitudes(self, positions: Tensor, origin: int) -> Optional[tuple[Tensor, Tensor]]:
+        """Real factors on each pair of the queries and of the keys at ``positions``
+        (float64, ``(n, d_h/2)`` each), or None: none (RoPE's rotation alone)."""
+        return None
+
+    def _rotations(self, end: int, dtype: torch.dtype, device: torch.device,
+                   ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """The queries' and the keys' factors for positions ``p = 0..end-1`` (at least),
+        ``(end, d_h/2)`` each: ``e^(i p theta_j)``, times :meth:`_magnitudes` where a
+        subclass has them (RoPE: one table, returned twice); complex of ``dtype``'s
+        precision, computed in float64, cached per forward (per sequence while
+        decoding)."""
+        origin = self._origin(end)
+
         def compute(lo: int, hi: int) -> Window:
-            positions = torch.arange(hi + 1, dtype=torch.float64, device=self.theta.device)
-            angles = positions[:, None] * self.theta
-            rotation = torch.polar(torch.ones_like(angles), angles)
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=device)
+            angles = positions[:, None] * self._exact("theta", device)
+            magnitudes = self._magnitudes(positions, origin) or (torch.ones_like(angles),)
+            tables = torch.stack([torch.polar(m, angles) for m in magnitudes])
             complex_type = torch.complex128 if dtype == torch.float64 else torch.complex64
-            return Window(rotation.to(complex_type), 0, hi, dim=0)
+            return Window(tables.to(complex_type), 0, hi, dim=1)
 
-        return ctx.window(self, f"rotations {dtype}", 0, end - 1, compute).table
+        tables = ctx.window(self, f"rotations {dtype} from {origin}", 0, end - 1,
+                            compute).table
+        return tables[0], tables[-1]
 
-    def _step_matrix(self, position: int, dtype: torch.dtype, scale: float,
-                     ctx: PositionContext) -> Tensor:
-        """The rotation at ``position`` times ``scale`` as a real ``(d_h, d_h)`` matrix
-        ``M`` acting on rows, ``x M``: pairs ``(x_2i, x_2i+1) -> scale (x_2i cos - x_2i+1
-        sin, x_2i sin + x_2i+1 cos)``, computed in float64 and each entry rounded once to
-        ``dtype``. Kept for the decoded sequence as a window of positions (one per scale:
-        the queries' carries the attention's ``1/sqrt(d_h)``): a step reads its matrix."""
+    def _step_matrix(self, position: int, dtype: torch.dtype, device: torch.device,
+                     scale: float, ctx: PositionContext, side: int) -> Tensor:
+        """The rotation at ``position`` times ``scale`` (and the queries' (``side`` 0) or
+        keys' (1) :meth:`_magnitudes`) as a real ``(d_h, d_h)`` matrix ``M`` acting on
+        rows, ``x M``: pairs ``(x_2i, x_2i+1) -> scale (x_2i cos - x_2i+1 sin, x_2i sin +
+        x_2i+1 cos)``, computed in float64 and each entry rounded once to ``dtype``. Kept
+        for the decoded sequence as a window of positions (one per scale and side: the
+        queries' carries the attention's ``1/sqrt(d_h)``): a step reads its matrix."""
+        origin = self._origin(position + 1)
+
         def compute(lo: int, hi: int) -> Window:
-            positions = torch.arange(hi + 1, dtype=torch.float64, device=self.theta.device)
-            angles = positions[:, None] * self.theta  # (n, d/2)
-            cos, sin = angles.cos() * scale, angles.sin() * scale
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=device)
+            angles = positions[:, None] * self._exact("theta", device)  # (n, d/2)
+            magnitudes = self._magnitudes(positions, origin)
+            factor = scale if magnitudes is None else magnitudes[side] * scale
+            cos, sin = angles.cos() * factor, angles.sin() * factor
             # blocks[n, i] = [[cos, sin], [-sin, cos]]: row 2i (x_2i), row 2i+1 (x_2i+1)
             blocks = torch.stack([torch.stack([cos, sin], -1),
                                   torch.stack([-sin, cos], -1)], -2)  # (n, d/2, 2, 2)
@@ -106,33 +154,40 @@ class Rope(PositionEncoding):
             matrices = (eye[None, :, None, :, None] * blocks[:, :, :, None, :])
             return Window(matrices.reshape(-1, 2 * pairs, 2 * pairs).to(dtype), 0, hi, dim=0)
 
-        window = ctx.window(self, f"step matrices {dtype} x{scale!r}", 0, position, compute)
+        window = ctx.window(self, f"step matrices {dtype} x{scale!r} {side} from {origin}",
+                            0, position, compute)
         return window.table[position]
 
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
                   q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
+        q_scale = q_scale * self.logit_scale
         if ctx.positions is not None:
-            # Positions chosen per sequence (--random-positions): each row's own angles,
+            # Positions chosen per sequence (--random-positions): each row's own factors,
             # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused
-            # rotation takes one row of angles per position).
-            rotation = self._rotations(ctx.largest_position() + 1, q.dtype, ctx)
-            rotation = rotation[ctx.positions[:, q_offset:q_offset + q.size(-2)]].unsqueeze(1)
-            return rotate_pairs(q * q_scale, rotation), rotate_pairs(k, rotation)
+            # rotation takes one row of factors per position).
+            q_rotation, k_rotation = self._rotations(ctx.largest_position() + 1, q.dtype,
+                                                     q.device, ctx)
+            index = ctx.positions[:, q_offset:q_offset + q.size(-2)]
+            return (rotate_pairs(q * q_scale, q_rotation[index].unsqueeze(1)),
+                    rotate_pairs(k, k_rotation[index].unsqueeze(1)))
         if q.size(-2) == 1 and self.kernel == "auto":
             # A decoding step: every row at one position, so the rotation is one matrix
             # product per tensor, the queries' with the scale folded in (no kernel of its
             # own). Beam search is bound by the host's work per layer, and the complex
             # product launches 3 kernels per tensor in half precision (a float32 copy, the
             # product, a cast back) (docs/decisions.md, "RoPE's rotation").
-            return (torch.matmul(q, self._step_matrix(q_offset, q.dtype, q_scale, ctx)),
-                    torch.matmul(k, self._step_matrix(q_offset, q.dtype, 1.0, ctx)))
+            return (torch.matmul(q, self._step_matrix(q_offset, q.dtype, q.device, q_scale,
+                                                      ctx, 0)),
+                    torch.matmul(k, self._step_matrix(q_offset, q.dtype, q.device, 1.0, ctx,
+                                                      1)))
         if q_scale != 1.0:
             q = q * q_scale
         end = q_offset + q.size(-2)
-        rotation = self._rotations(end, q.dtype, ctx)[q_offset:end]
+        q_rotation, k_rotation = (table[q_offset:end]
+                                  for table in self._rotations(end, q.dtype, q.device, ctx))
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
                                       and fused_by_default(KernelFamily.ROTARY, q)):
             from ..kernels.rotary import rotate
 
-            return rotate(q, rotation), rotate(k, rotation)
-        return rotate_pairs(q, rotation), rotate_pairs(k, rotation)
+            return rotate(q, q_rotation), rotate(k, k_rotation)
+        return rotate_pairs(q, q_rotation), rotate_pairs(k, k_rotation)

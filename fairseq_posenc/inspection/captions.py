@@ -92,6 +92,19 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
     ("rope", "pairs"): ("RoPE per frequency pair: cos((j - i) theta_p)",
                         "Su et al. 2021 eq. 34: the contribution of each pair of head "
                         "dimensions (rows, p = 0 fastest) by distance, from rotate_qk()."),
+    ("xpos", "cosine"): ("xPos content-free pattern: mean_p cos((j - i) theta_p) "
+                         "zeta_p^((i - j)/gamma)",
+                         "Sun et al. 2023 (XPOS): rotate_qk() of all-ones queries and keys; "
+                         "each frequency pair p contributes 2 cos((j - i) theta_p) "
+                         "zeta_p^((i - j)/gamma) to q.k, zeta_p = (2p/d_h + 0.4)/1.4, gamma = "
+                         "--xpos-scale-base: RoPE's pattern decaying as the key falls behind "
+                         "the query (and, in the encoder, growing for keys after it). Plotted: "
+                         "the mean over pairs, q_i.k_j / d_h for constant q = k = 1; the same "
+                         "for every head and layer."),
+    ("xpos", "pairs"): ("xPos per frequency pair: cos((j - i) theta_p) zeta_p^((i - j)/gamma)",
+                        "Sun et al. 2023 (XPOS): the contribution of each pair of head "
+                        "dimensions (rows, p = 0 fastest and fastest decaying) by distance, "
+                        "from rotate_qk()."),
     ("diet_abs", "logits"): ("DIET-ABS positional logits P_Q P_K^T",
                              "Chen et al. 2021b eq. 1: (P_Q P_K^T)_ij per head, from "
                              "low_rank_bias() over positions 0..n-1 (as TUPE's figures)."),

@@ -25,8 +25,9 @@ each term is read according to its declared :class:`~fairseq_posenc.context.Posi
   query and keys of an all-zero layer input (the part no token changes), and its logits
   ``q.e[p]`` at integer contextual positions (:func:`cope_pictures`).
 * ``ROTATION`` -- :meth:`rotate_qk` of all-ones queries and keys: per frequency pair the
-  product of a rotated pair is ``2 cos((j - i) theta_p)``; the picture is the mean over
-  pairs (1 at distance 0) and the per-pair table.
+  product of a rotated pair is ``2 cos((j - i) theta_p)`` (xPos: times its decay
+  ``zeta_p^((i - j)/gamma)``); the picture is the mean over pairs (1 at distance 0), i.e.
+  ``q_i.k_j / d_h``, and the per-pair table.
 * ``INPUT`` -- the stack's own position embedding module (cosine similarities).
 
 Limits: distances up to ``--max-distance`` and heatmaps over ``--positions`` positions,
@@ -178,11 +179,11 @@ def rotation_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> lis
         ones = use.attn.q_proj.weight.new_ones(1, 1, k_len, use.attn.head_dim)
         q, k = use.term.rotate_qk(ones, ones, 0, PositionContext())
         products = (q[0, 0, d] * k[0, 0]).unflatten(-1, (-1, 2)).sum(-1)  # k_len, pairs
-        return products.t() / 2  # cos((j - i) theta_p)
+        return products.t() / 2  # cos((j - i) theta_p), times xPos's decay
 
     mean = curve_picture(stack, group, "cosine", x,
                          lambda use: per_pair(use).mean(0, keepdim=True),
-                         "mean over pairs of cos((j - i) theta_p)")
+                         "mean over pairs: q_i.k_j / d_h for q = k = 1")
     pairs = heatmap_picture(stack, group, "pairs", lambda use: per_pair(use)[None],
                             [str(p) for p in range(stack.head_dim // 2)],
                             [str(r) for r in x], "distance j - i", "frequency pair p")

@@ -1,7 +1,8 @@
 """RoPE's rotation of queries or keys in one pass (Su et al. 2021, eq. 34).
 
 ``y[2i] = x[2i] cos(p theta_i) - x[2i+1] sin(p theta_i)``,
-``y[2i+1] = x[2i] sin(p theta_i) + x[2i+1] cos(p theta_i)`` at position ``p``.
+``y[2i+1] = x[2i] sin(p theta_i) + x[2i+1] cos(p theta_i)`` at position ``p``; xPos's
+(``encodings/xpos.py``) is the same with ``cos`` and ``sin`` times the pair's factor.
 
 :func:`fairseq_posenc.positions.rotate_pairs` computes this as a complex64 product,
 so half-precision q and k are cast to float32, multiplied and cast back: three passes
@@ -9,8 +10,9 @@ and two float32 copies of each, in the forward and again in the backward
 (``docs/decisions.md``, "RoPE's rotation"). Here one pass reads ``x`` in its dtype and
 layout, rotates each pair in float32 with the same float32 ``cos``/``sin``, and writes
 ``x``'s dtype: the same products and sums, rounded once to the output dtype, as the
-complex path. The backward is the inverse rotation (the transpose: ``-sin``) of the
-gradient, by the same kernel.
+complex path. The backward is the transpose (``-sin``) applied to the gradient, by the
+same kernel: the inverse rotation for RoPE's unit numbers, and the right gradient for
+xPos's, whose numbers also scale each pair (``cos`` and ``sin`` times the pair's factor).
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
 before import), where ``tests/kernels/test_rotary_kernel.py`` compares it with the complex path.
@@ -88,8 +90,9 @@ class _Rotate(torch.autograd.Function):
 
 
 def rotate(x: Tensor, rotation: Tensor) -> Tensor:
-    """``x`` (``(B, H, T, d)``) with pair ``i`` at position ``t`` turned by the unit
-    complex number ``rotation[t, i]`` (``(T, d/2)``, complex64): what
+    """``x`` (``(B, H, T, d)``) with pair ``i`` at position ``t`` multiplied by the
+    complex number ``rotation[t, i]`` (``(T, d/2)``, complex64; a unit one turns it, as
+    RoPE's, any other also scales it, as xPos's): what
     :func:`~fairseq_posenc.positions.rotate_pairs` computes, in one pass."""
     if triton is None:
         raise RuntimeError("the fused rotation needs Triton (pip install triton, or a CUDA "

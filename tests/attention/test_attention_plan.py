@@ -78,7 +78,10 @@ ENCODER = {
     "huang3": (EXPLICIT, EXPLICIT, EXPLICIT),
     "huang4": (EXPLICIT, SDPA, "fused rows"),
     "xl": (EXPLICIT, SDPA, "fused rows"),
+    # rotations are applied to q and k before the plan's path (the fused rotation on CUDA
+    # in half precision, xPos's decay folded into its complex numbers: Rope.rotate_qk)
     "rope": (SDPA, SDPA, SDPA),
+    "xpos": (SDPA, SDPA, SDPA),
     "shaw": (EXPLICIT, EXPLICIT, "fused clipped"),
     "tupe_a": (EXPLICIT, EXTRA, EXTRA),
     # the buckets add a len x len bias on torch's path, which the low-rank term joins

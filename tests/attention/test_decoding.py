@@ -39,6 +39,7 @@ def test_incremental_equals_full_forward_with_beam_reordering(encoding):
     ("shaw", ["--shaw-clip", "2", "--shaw-no-value"]),
     ("huang4", []),
     ("rope", []),
+    ("xpos", ["--xpos-scale-base", "16"]),  # a decay that 67 steps show
     ("t5", []),
     ("kerple_power", []),
     ("sandwich", []),
@@ -53,6 +54,16 @@ def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
     (64 positions at the first step, then twice what is needed and 64 more): 67 steps
     read each one past its first window."""
     assert_incremental_equals_full(*build_model(encoding, flags), steps=67)
+
+
+@pytest.mark.parametrize("kind", ["linear", "ntk", "yarn"])
+@pytest.mark.parametrize("encoding", ["rope", "xpos"])
+def test_incremental_equals_full_forward_with_rope_scaling(encoding, kind):
+    """--rope-scaling is static (one set of frequencies, YaRN's temperature a constant):
+    keys cached at earlier steps stay valid."""
+    config = {"rope_scaling": kind, "rope_scaling_factor": 4.0,
+              "rope_scaling_original_len": 6 if kind == "yarn" else None}
+    assert_incremental_equals_full(*build_model(encoding, config=config), steps=9)
 
 
 def assert_incremental_equals_full(model, d, steps: int) -> None:

@@ -17,7 +17,8 @@ from tests.support.naive import TOL
                                             ("shaw", {"shaw_no_value": True}),
                                             ("alibi", {}), ("rope", {}), ("huang4", {}),
                                             ("tupe_a", {}), ("tupe_r", {}), ("at5", {}),
-                                            ("at5_nob", {}), ("xl", {}), ("fire", {})])
+                                            ("at5_nob", {}), ("xl", {}), ("fire", {}),
+                                            ("xpos", {"xpos_scale_base": 4.0})])
 def test_fused_and_explicit_paths_agree(encoding, flags):
     attn = build_attention(encoding, causal=False, **flags)
     x = torch.randn(6, 3, 8, dtype=torch.float64)

@@ -28,6 +28,7 @@ EXPECTED = {
     # KERPLE: r1, r2 per head, one pair per stack shared by its layers
     "kerple_log": 2 * 2 * H,
     "kerple_power": 2 * 2 * H,
+    "xpos": 0,
     "learned": both(lambda n: (n + PAD + 1) * 128,
                     lambda n: (n + PAD + 1) * 128),
     "shaw": L * 2 * (2 * K + 1) * D + L * 2 * (K + 1) * D,  # key + value tables per layer

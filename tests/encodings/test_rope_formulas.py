@@ -55,6 +55,19 @@ def test_rope_decoding_step_rotates_as_the_paper(dtype, tol):
                 assert (got[b, h, 0].double() - want).abs().max() < tol, (p, b, h)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_model_keeps_exact_angles(dtype):
+    """fairseq's --fp16 calls the model's .half(): the frequencies stay float64 (a buffer
+    would be rounded to the model's precision, and the angle at position 900 with it, by
+    up to 0.01 rad in float16 and 0.34 in bfloat16)."""
+    attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2).to(dtype)
+    x = torch.randn(1, 1, 3, 6, dtype=torch.float64)
+    got, _ = attn.encoding.rotate_qk(x.to(dtype), x.to(dtype), 898, PositionContext())
+    for t in range(3):
+        want = naive_rope(x[0, 0, t], 898 + t)
+        assert (got[0, 0, t].double() - want).abs().max() < 2e-2 * want.abs().max()
+
+
 def test_rope_logits_depend_on_distance_only():
     attn = build_attention("rope", causal=False, embed_dim=12, num_heads=2)
     q, k = torch.randn(2, 1, 1, 6, dtype=torch.float64).unbind(0)

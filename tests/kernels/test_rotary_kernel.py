@@ -52,6 +52,30 @@ def test_rotation_is_the_papers_forward_and_backward(dtype, tol, d, length, offs
     assert (xd.grad.cpu().double() - xr.grad).abs().max() < tol * 4
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
+def test_xpos_scaled_rotation_forward_and_backward(dtype, tol):
+    """xPos's numbers (a rotation times zeta_i^(p/gamma), here gamma = 16 so that the
+    factors range over 0.2-5): the pair scaled and turned, and the backward the transpose
+    (the scaled rotation's own, not its inverse)."""
+    length, d, gamma = 40, 16, 16.0
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, length, d, generator=g).to(dtype)
+    weights = torch.randn(2, 3, length, d, generator=g, dtype=torch.float64)
+    positions = torch.arange(length, dtype=torch.float64) - length // 2
+    zeta = (torch.arange(0, d, 2, dtype=torch.float64) / d + 0.4) / 1.4
+    factor = zeta[None, :] ** (positions[:, None] / gamma)  # (T, d/2)
+    scaled = (rotations(length, d, -(length // 2)).to(torch.complex128) * factor)
+    xd = x.to(DEVICE).detach().requires_grad_()
+    out = rotary.rotate(xd, scaled.to(torch.complex64).to(DEVICE))
+    (out.double() * weights.to(DEVICE)).sum().backward()
+    xr = x.double().requires_grad_()
+    ref = paper_rotation(xr, positions) * factor.repeat_interleave(2, -1)
+    (ref * weights).sum().backward()
+    scale = ref.abs().max()
+    assert (out.cpu().double() - ref).abs().max() < tol * 4 * scale
+    assert (xd.grad.cpu().double() - xr.grad).abs().max() < tol * 4 * xr.grad.abs().max()
+
+
 def test_fused_and_complex_paths_round_alike():
     """The same float32 arithmetic: float16 outputs equal to the last bit or one apart."""
     x = torch.randn(2, 4, 33, 64, generator=torch.Generator().manual_seed(1)).half()
@@ -69,10 +93,11 @@ def test_bad_rotation_is_refused():
 
 
 @pytest.mark.slow  # a whole model in Triton's interpreter
-def test_model_with_the_fused_rotation():
-    """A whole RoPE model (float32): the same outputs as the complex path, and decoding
-    step by step equals the fused full forward."""
-    model, d = build_model("rope")
+@pytest.mark.parametrize("encoding,flags", [("rope", []), ("xpos", ["--xpos-scale-base", "8"])])
+def test_model_with_the_fused_rotation(encoding, flags):
+    """A whole RoPE (xPos) model (float32): the same outputs as the complex path, and
+    decoding step by step equals the fused full forward."""
+    model, d = build_model(encoding, flags)
     model.to(DEVICE)
     assert_kernels_agree(model, d, set_rope_kernel, "complex", "fused", 1e-5, DEVICE)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 from fairseq.data import Dictionary
@@ -27,17 +27,22 @@ def dictionary() -> Dictionary:
     return build.toy_dictionary(VOCAB)
 
 
-def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transformer_tiny"):
+def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transformer_tiny",
+                config: Optional[dict] = None):
     """A tiny ``transformer_posenc`` model in eval mode, dropout 0, position parameters
     drawn from N(0, 1) so that position terms are large enough to matter in comparisons.
-    Seeded: the same model whichever tests ran before in the process."""
+    Seeded: the same model whichever tests ran before in the process. ``config``: values
+    set on the model's configuration after parsing, as the tasks set ``--rope-scaling``
+    on a checkpoint's."""
     d = dictionary()
     torch.manual_seed(0)
-    model = build.build_model(
+    args = build.model_args(
         f"{arch}_{encoding}",
         ["--dropout", "0", "--encoder-embed-dim", "32", "--decoder-embed-dim", "32",
-         "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48", *extra],
-        d)
+         "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48", *extra])
+    for name, value in (config or {}).items():
+        setattr(args, name, value)
+    model = build.build_from_args(args, d)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "pos_encodings" in name or "embed_positions" in name:

@@ -61,10 +61,11 @@ def heads(attn, x):
 
 @torch.no_grad()
 def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
-                    key_padding=None, positions=None):
-    """softmax_j(q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
+                    key_padding=None, positions=None, rotate_key=None, logit_scale=1.0):
+    """softmax_j(s q_i.k_j / sqrt(d_h) + logit_term(b, h, i, j, q_i)) and sum_j p_ij (v_j + value_term);
     ``rotate(vector, position)`` first transforms every query and key (RoPE), at index
-    ``t`` or, given ``positions``, at ``positions[b][t]``; ``value_term(h, i, j)``, or
+    ``t`` or, given ``positions``, at ``positions[b][t]``; ``rotate_key`` the keys where
+    theirs differs (xPos); ``s``: ``logit_scale``; ``value_term(h, i, j)``, or
     ``value_term(b, h, i, j)`` given ``positions``."""
     T, B, C = x.shape
     H, D = attn.num_heads, attn.head_dim
@@ -73,20 +74,21 @@ def naive_attention(attn, x, causal, logit_term, value_term=None, rotate=None,
     def at(b, t):
         return t if positions is None else int(positions[b][t])
 
+    def transformed(x, f):
+        return torch.stack([torch.stack([torch.stack([f(x[t, b, h], at(b, t))
+                                                      for h in range(H)])
+                                         for b in range(B)]) for t in range(T)])
+
     if rotate is not None:
-        q = torch.stack([torch.stack([torch.stack([rotate(q[t, b, h], at(b, t))
-                                                   for h in range(H)])
-                                      for b in range(B)]) for t in range(T)])
-        k = torch.stack([torch.stack([torch.stack([rotate(k[t, b, h], at(b, t))
-                                                   for h in range(H)])
-                                      for b in range(B)]) for t in range(T)])
+        q, k = transformed(q, rotate), transformed(k, rotate_key or rotate)
     out = torch.zeros(T, B, H, D, dtype=x.dtype)
     for b in range(B):
         for h in range(H):
             for i in range(T):
                 keys = [j for j in (range(i + 1) if causal else range(T))
                         if key_padding is None or not key_padding[b, j]]
-                e = [float(q[i, b, h] @ k[j, b, h]) / math.sqrt(D) + logit_term(b, h, i, j, q[i, b, h])
+                e = [logit_scale * float(q[i, b, h] @ k[j, b, h]) / math.sqrt(D)
+                     + logit_term(b, h, i, j, q[i, b, h])
                      for j in keys]
                 m = max(e)
                 w = [math.exp(x_ - m) for x_ in e]

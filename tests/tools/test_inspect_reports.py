@@ -62,7 +62,8 @@ def expected_keys(name: str) -> set[str]:
                                                          "at5_nob-soft-bucket"],
         "huang3": ["huang3-gate"], "huang4": ["huang4-position-bias"],
         "shaw": ["shaw-position-bias", "shaw-vector-norms"], "xl": ["xl-position-bias"],
-        "rope": ["rope-cosine", "rope-pairs"], "diet_abs": ["diet_abs-logits"],
+        "rope": ["rope-cosine", "rope-pairs"], "xpos": ["xpos-cosine", "xpos-pairs"],
+        "diet_abs": ["diet_abs-logits"],
         "diet_abs_lin": ["diet_abs_lin-logits"], "tupe_a": ["tupe_a-logits"],
         "tupe_r": ["tupe_r-logits", "t5-bias"], "fire": ["fire-logits"],
         "cope": ["cope-position-bias", "cope-position-logits"],
@@ -200,8 +201,8 @@ def test_json_equals_what_the_attention_adds(inspected, name):
                 assert_logits(actual, as_matrix(by_what["factor"], layer, 24),
                               stack == "decoder")
                 checked += 1
-            for what in ("gate", "cosine"):  # Huang 3, RoPE
-                if what in by_what and by_what[what]["term"] in ("huang3", "rope"):
+            for what in ("gate", "cosine"):  # Huang 3, RoPE, xPos
+                if what in by_what and by_what[what]["term"] in ("huang3", "rope", "xpos"):
                     actual = attention_logits(report.model, stack, layer, 24, unscaled, ones)
                     assert_logits(actual, head_dim * as_matrix(by_what[what], layer, 24),
                                   stack == "decoder")
@@ -253,6 +254,21 @@ def test_shaw_vector_norms_and_rope_pairs(inspected):
     theta = 10000.0 ** (-torch.arange(0, 4, 2, dtype=torch.float64) / 4)
     torch.testing.assert_close(layer_values(pairs, 0)[0],
                                torch.cos(theta[:, None] * distance), rtol=0, atol=1e-6)
+
+
+def test_xpos_pairs(inspected):
+    """xPos's per-pair table is cos((j - i) theta_p) zeta_p^((i - j)/512), zeta_p =
+    (2p/d_h + 0.4)/1.4 (Sun et al. 2023), in both stacks."""
+    for stack in ("encoder", "decoder"):
+        pairs = inspected("xpos").pictures[f"{stack}-xpos-pairs"]
+        distance = torch.tensor([int(c) for c in pairs["col_labels"]], dtype=torch.float64)
+        exponent = torch.arange(0, 4, 2, dtype=torch.float64)[:, None] / 4
+        theta, zeta = 10000.0 ** -exponent, (exponent + 0.4) / 1.4
+        expected = torch.cos(theta * distance) * zeta ** (-distance / 512)
+        got = layer_values(pairs, 0)[0]
+        if stack == "decoder":  # keys after the query do not exist
+            got, expected = got[:, distance <= 0], expected[:, distance <= 0]
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
 
 
 def test_at5_soft_buckets(inspected):
