@@ -131,6 +131,7 @@ CHOSEN = {
     "sandwich": (SDPA, SDPA, SDPA),
     "fire": (EXPLICIT, SDPA, SDPA),
     "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "xpos": (SDPA, SDPA, SDPA),
 }
 
 
