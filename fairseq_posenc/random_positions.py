@@ -51,15 +51,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from .positions import real_positions
-
-if TYPE_CHECKING:
-    from .encodings.base import PositionEncoding
 
 FLAG = "--random-positions"
 
@@ -107,11 +104,12 @@ def draw_positions(padding_mask: Tensor, span: int,
     return drawn.gather(1, index).masked_fill(padding_mask, 0)
 
 
-def check_random_positions(args: argparse.Namespace, encoding: type["PositionEncoding"],
+def check_random_positions(args: argparse.Namespace, encoding: type,
                            max_positions: tuple[int, int]) -> None:
-    """``--random-positions``: a positive span, an encoding it applies to, and a span that
-    fits every table of positions the model has (``max_positions``: the source's and the
-    target's); a ``ValueError`` naming the flag."""
+    """``--random-positions``: a positive span, an encoding it applies to (``encoding``: a
+    :class:`~fairseq_posenc.encodings.base.PositionEncoding` class, not imported here: the
+    encodings import this module), and a span that fits every table of positions the model
+    has (``max_positions``: the source's and the target's); a ``ValueError`` naming the flag."""
     span = getattr(args, "random_positions", None)
     if span is None:
         return

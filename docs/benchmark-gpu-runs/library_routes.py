@@ -177,15 +177,20 @@ class CudnnDistanceAttention(torch.autograd.Function):
         qr, kr, vr, o, stats, bias, lengths = ctx.saved_tensors
         dq, dk, dv, dbias = ctx.graphs.backward(qr, kr, vr, o, do.flip(2).contiguous(), stats,
                                                 bias, lengths)
-        dtable = None
-        if dbias is not None:
-            T = qr.size(2)
-            r = torch.arange(T, device=dev)
-            index = (r[:, None] - r[None] + T - 1).reshape(-1)
-            dtable = torch.zeros(ctx.table_shape, device=dev, dtype=torch.float32)
-            dtable.index_add_(1, index, dbias[0].reshape(H, -1).float())
-            dtable = dtable.to(bias.dtype)
+        dtable = None if dbias is None else diagonal_sums(dbias, ctx.table_shape,
+                                                         reversed_time=True)
         return dq.flip(2), dk.flip(2), dv.flip(2), dtable, None, None
+
+
+def diagonal_sums(dbias, table_shape, reversed_time=False):
+    """The table's gradient from ``dBias`` ``(1, H, T, T)``: entry ``j - i + T - 1`` sums
+    the bias's gradient over its pairs (``i - j + T - 1`` on time-reversed sequences)."""
+    T = dbias.size(-1)
+    r = torch.arange(T, device=dbias.device)
+    index = (r[:, None] - r[None] if reversed_time else r[None] - r[:, None]) + T - 1
+    dtable = torch.zeros(table_shape, device=dbias.device, dtype=torch.float32)
+    dtable.index_add_(1, index.reshape(-1), dbias[0].reshape(dbias.size(1), -1).float())
+    return dtable.to(dbias.dtype)
 
 
 class CudnnRaggedDistanceAttention(torch.autograd.Function):
@@ -215,14 +220,7 @@ class CudnnRaggedDistanceAttention(torch.autograd.Function):
         q, k, v, o, stats, bias, lengths, offsets = ctx.saved_tensors
         do = do.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3)
         dq, dk, dv, dbias = ctx.graphs.backward(q, k, v, o, do, stats, bias, lengths, offsets)
-        dtable = None
-        if dbias is not None:
-            T = q.size(2)
-            r = torch.arange(T, device=dev)
-            index = (r[None] - r[:, None] + T - 1).reshape(-1)
-            dtable = torch.zeros(ctx.table_shape, device=dev, dtype=torch.float32)
-            dtable.index_add_(1, index, dbias[0].reshape(H, -1).float())
-            dtable = dtable.to(bias.dtype)
+        dtable = None if dbias is None else diagonal_sums(dbias, ctx.table_shape)
         return dq, dk, dv, dtable, None, None
 
 
@@ -289,30 +287,12 @@ def routes(B, T, cudnn, handle):
                 q, k, v, fixed, pad, graph_sets["cudnn_bias_fixed"])
         except Exception as exc:
             emit(case="cudnn_graphs", B=B, T=T, error=repr(exc)[:600])
-    ref = reference(q, k, v, do, pad, table)
-    for name, fn in cases.items():
-        def run():
-            for t in (q, k, v, table):
-                t.grad = None
-            fn().backward(do)
-        record = dict(case=name, B=B, T=T, dtype="float16")
-        try:
-            record["ms"] = bench(run)
-            if name.startswith("stock"):
-                record["backends"] = kernels_launched(run)
-            if not name.startswith("stock") and "dropout" not in name and name != "cudnn_nobias":
-                for t in (q, k, v, table):
-                    t.grad = None
-                out = fn()
-                out.backward(do)
-                grads = (q.grad, k.grad, v.grad,
-                         table.grad if name in ("fused_grad", "cudnn_bias_dbias") else None)
-                record["agree"] = agreement((out, *grads), ref, pad)
-            if name.startswith("cudnn"):
-                record["peak_mb"] = peak_mb(run)
-        except Exception as exc:  # record and go on: one failure must not end the run
-            record["error"] = repr(exc)[:600]
-        emit(**record)
+    measure(cases, (B, T), (q, k, v, table, do, pad),
+            backends=lambda name: name.startswith("stock"),
+            agree=lambda name: not name.startswith("stock") and "dropout" not in name
+            and name != "cudnn_nobias",
+            table_grad=lambda name: name in ("fused_grad", "cudnn_bias_dbias"),
+            memory=lambda name: name.startswith("cudnn"))
 
 
 def routes_without_copies(B, T, cudnn, handle):
@@ -342,25 +322,38 @@ def routes_without_copies(B, T, cudnn, handle):
             q, k, v, fixed, pad, sets["fixed"])
     except Exception as exc:
         emit(case="cudnn_ragged_graphs", B=B, T=T, error=repr(exc)[:600])
+    measure(cases, (B, T), (q, k, v, table, do, pad),
+            backends=lambda name: name.startswith("sdpa"),
+            agree=lambda name: "nobias" not in name and not name.startswith("stock"),
+            table_grad=lambda name: "grad" in name, memory=lambda name: False)
+
+
+def measure(cases, shape, tensors, backends, agree, table_grad, memory):
+    """Time each case's forward + backward (:func:`bench`); where asked, the kernels it
+    launches, its agreement with the float32 formula (:func:`agreement`, the table's
+    gradient included where ``table_grad``) and its peak memory; one record per case."""
+    q, k, v, table, do, pad = tensors
     ref = reference(q, k, v, do, pad, table)
     for name, fn in cases.items():
         def run():
             for t in (q, k, v, table):
                 t.grad = None
             fn().backward(do)
-        record = dict(case=name, B=B, T=T, dtype="float16")
+        record = dict(case=name, B=shape[0], T=shape[1], dtype="float16")
         try:
             record["ms"] = bench(run)
-            if name.startswith("sdpa"):
+            if backends(name):
                 record["backends"] = kernels_launched(run)
-            if "nobias" not in name and not name.startswith("stock"):
+            if agree(name):
                 for t in (q, k, v, table):
                     t.grad = None
                 out = fn()
                 out.backward(do)
-                grads = (q.grad, k.grad, v.grad, table.grad if "grad" in name else None)
+                grads = (q.grad, k.grad, v.grad, table.grad if table_grad(name) else None)
                 record["agree"] = agreement((out, *grads), ref, pad)
-        except Exception as exc:
+            if memory(name):
+                record["peak_mb"] = peak_mb(run)
+        except Exception as exc:  # record and go on: one failure must not end the run
             record["error"] = repr(exc)[:600]
         emit(**record)
 
