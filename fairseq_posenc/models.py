@@ -137,10 +137,32 @@ def fill_position_defaults(args: argparse.Namespace) -> None:
             setattr(args, action.dest, action.default)
 
 
+def check_foreign_flags(args: argparse.Namespace, encoding: type) -> None:
+    """A flag of another encoding given a value (not its default): an error that names the
+    flag and the encodings it belongs to, before anything is built."""
+    own = {flag.option for flag in encoding.flags}
+    owners: dict[str, list[str]] = {}
+    defaults: dict[str, object] = {}
+    for name, other in sorted(ENCODINGS.items()):
+        for flag in other.flags:
+            if flag.option not in own:
+                owners.setdefault(flag.option, []).append(name)
+                defaults[flag.option] = flag
+    for option, names in owners.items():
+        flag = defaults[option]
+        value = getattr(args, flag.dest, flag.default)
+        if value is not None and value != flag.default:
+            raise ValueError(
+                f"{option} is a flag of --pos-encoding {', '.join(names)}, not of "
+                f"--pos-encoding {args.pos_encoding}, which has no use for it: remove it, "
+                "or choose an encoding it belongs to.")
+
+
 def configure_positions(args: argparse.Namespace) -> None:
     """Validate the encoding's flags and set fairseq's own position-embedding flags."""
     args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
     encoding = get_encoding(args.pos_encoding)
+    check_foreign_flags(args, encoding)
     encoding.check_args(args)
     check_segment_args(args)
     check_random_positions(args, encoding, (

@@ -30,9 +30,14 @@ def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
     from fairseq_posenc.build import model_args
 
+    from fairseq_posenc.encodings import ENCODINGS
+
     args = model_args(arch, flags)
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
     baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
+    for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
+        for flag in encoding.flags:
+            setattr(baseline, flag.dest, flag.default)
     return count(args, vocab), count(baseline, vocab)
 
 

@@ -76,3 +76,23 @@ def test_a_bad_value_says_what_to_do(option, value, message):
     with pytest.raises(ValueError) as error:
         build_model(encoding, [option, value, *extra])
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("encoding,flags,owners", [
+    ("t5", ["--sandwich-dim", "64"], "sandwich"),
+    ("rope", ["--xpos-scale-base", "256"], "xpos"),
+    ("tupe_a", ["--tupe-r-num-buckets", "8"], "tupe_r"),
+    ("alibi", ["--fire-shared"], "fire"),
+    ("sinusoidal", ["--shaw-clip", "8"], "shaw"),
+])
+def test_a_flag_of_another_encoding_is_an_error(encoding, flags, owners):
+    """An encoding's flag given to another (with a value other than its default, the
+    only way to tell once fairseq has filled the defaults) is refused before a model is
+    built, naming the flag and its encodings; a flag two encodings share is each one's."""
+    with pytest.raises(ValueError) as error:
+        build_model(encoding, flags)
+    assert str(error.value).startswith(
+        f"{flags[0]} is a flag of --pos-encoding {owners}, not of --pos-encoding "
+        f"{encoding}, which has no use for it: remove it")
+    build_model(owners, flags)
+    build_model("tupe_a", ["--tupe-max-len", "300"])  # tupe_a's and tupe_r's
