@@ -44,29 +44,32 @@ def attach_part_estimates(results: Sequence[ModelResult],
     ``(S_1 + (L - 1) S_2) / t_model`` and of the rest ``S_0 / t_model``.
 
     The layer and rest results are matched by length. Input encodings keep stock's layers
-    (no layer term); a part not timed (``--level``) is left out, and a model whose own
-    layers were not timed gets no estimate."""
+    (no layer term); a part not timed (``--level``) is left out, a call the model level
+    did not time (``--calls``) gets no estimate, and a model whose own layers were not timed
+    gets none."""
     layers_at = {r["length"]: r for r in layer_results}
     rest_at = {r["length"]: r for r in rest_results}
     for r in results:
         layer, rest = layers_at.get(r["length"]), rest_at.get(r["length"])
         n_layers = r["model"]["layers"]
         t_model = r["summary"]["stock_seconds"]
-        if any(kind not in t_model for kind in LAYER_KINDS):
-            continue  # the model level timed only some calls (--calls): no ratio to split
+        # the calls the model level timed (--calls) whose parts were timed too
+        kinds = [kind for kind in LAYER_KINDS if kind in t_model]
+        if not kinds:
+            continue
         first: Optional[dict[str, float]] = None
         later: Optional[dict[str, float]] = None
         if layer is not None:
             stock = layer["summary"]["stock_seconds"]
-            first = {kind: stock[kind] for kind in LAYER_KINDS}
-            later = {kind: stock[f"{kind}_2"] - stock[kind] for kind in LAYER_KINDS}
+            first = {kind: stock[kind] for kind in kinds}
+            later = {kind: stock[f"{kind}_2"] - stock[kind] for kind in kinds}
             r["summary"]["self_attention_share"] = {
                 kind: (first[kind] + (n_layers - 1) * later[kind]) / t_model[kind]
-                for kind in LAYER_KINDS}
+                for kind in kinds}
         if rest is not None:
             r["summary"]["rest_share"] = {
                 kind: rest["summary"]["stock_seconds"][kind] / t_model[kind]
-                for kind in REST_KINDS}
+                for kind in REST_KINDS if kind in kinds}
         for name, row in r["summary"]["models"].items():
             if name == STOCK:
                 continue
@@ -75,12 +78,12 @@ def attach_part_estimates(results: Sequence[ModelResult],
             rest_row = None if rest is None else rest["summary"]["models"].get(name)
             if (own_layers and layer_row is None) or (layer_row is None and rest_row is None):
                 continue
-            extra = {kind: 0.0 for kind in LAYER_KINDS}  # seconds over stock's, per kind
+            extra = {kind: 0.0 for kind in kinds}  # seconds over stock's, per kind
             parts = []
             if layer_row is not None:
                 assert first is not None and later is not None
                 parts.append("layers")
-                for kind in LAYER_KINDS:
+                for kind in kinds:
                     extra[kind] += ((layer_row[kind]["ratio"] - 1) * first[kind]
                                     + (n_layers - 1) * (layer_row["later"][kind]["ratio"] - 1)
                                     * later[kind])
@@ -88,7 +91,9 @@ def attach_part_estimates(results: Sequence[ModelResult],
                 assert rest is not None
                 parts.append("rest")
                 for kind in REST_KINDS:
+                    if kind not in kinds:
+                        continue
                     extra[kind] += ((rest_row[kind]["ratio"] - 1)
                                     * rest["summary"]["stock_seconds"][kind])
-            row["from_parts"] = {kind: 1 + extra[kind] / t_model[kind] for kind in LAYER_KINDS}
+            row["from_parts"] = {kind: 1 + extra[kind] / t_model[kind] for kind in kinds}
             row["from_parts_of"] = parts

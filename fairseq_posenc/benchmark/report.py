@@ -55,7 +55,8 @@ def verdict_text(name: str, checks: Mapping[str, Any],
             c = checks[kind]
             mark = "" if c["conclusive"] else "*"
             text = f"{SHORT[kind]} <= {c['limit']:.2f} {'PASS' if c['pass'] else 'FAIL'}{mark}"
-            if from_parts is not None and not c["pass"] and from_parts[kind] <= c["limit"]:
+            if (from_parts is not None and not c["pass"] and kind in from_parts
+                    and from_parts[kind] <= c["limit"]):
                 text += " (parts PASS)"
             parts.append(text)
     peak = checks.get("peak_memory")
@@ -112,7 +113,8 @@ def model_table(result: ModelResult) -> str:
              if row["quadratic_dh"] and not result["model"].get("proxy")
              else f"{rel:.3f} (stock's as large: no verdict)"
              if row.get("quadratic_visible", True) == [] else f"{rel:.3f}"),
-            "-" if parts is None else " / ".join(f"{parts[k]:.3f}" for k in LAYER_KINDS),
+            "-" if parts is None else " / ".join(f"{parts[k]:.3f}" if k in parts else "-"
+                                                 for k in LAYER_KINDS),
             verdict_text(name, row["verdict"], parts)])
     oom = result.get("out_of_memory") or []
     if oom:
@@ -206,13 +208,14 @@ def summary_table(doc: Document) -> str:
         limits = targets.get(name)
         from_parts = ([row["from_parts"] for row in rows]
                       if all("from_parts" in row for row in rows) else None)
-        worst = (None if from_parts is None
-                 else {k: max(f[k] for f in from_parts) for k in LAYER_KINDS})
+        worst = (None if from_parts is None  # the calls the model level timed (--calls)
+                 else {k: max(f[k] for f in from_parts) for k in LAYER_KINDS
+                       if all(k in f for f in from_parts)})
         parts = (None if from_parts is None else
                  " + ".join(dict.fromkeys(p for row in rows for p in row["from_parts_of"])))
         verdicts = []
         for kind, limit in zip(LAYER_KINDS, limits or ()):
-            if worst is not None:
+            if worst is not None and kind in worst:
                 ok = worst[kind] <= limit
                 verdicts.append(f"{SHORT[kind]} {'PASS' if ok else 'FAIL'} ({parts})")
                 continue
@@ -238,7 +241,8 @@ def summary_table(doc: Document) -> str:
         table_rows.append([
             label(name),
             "-" if limits is None else f"{limits[0]:.2f} / {limits[1]:.2f}",
-            "-" if worst is None else f"{worst['train']:.3f} / {worst['translate']:.3f}",
+            "-" if worst is None else " / ".join(
+                f"{worst[k]:.3f}" if k in worst else "-" for k in LAYER_KINDS),
             "; ".join(verdicts) or "- (no target)", *measured, *level_cells])
     columns = ["encoding", "target: train / transl", "from parts: train / transl", "verdict",
                "measured: train", "measured: transl",

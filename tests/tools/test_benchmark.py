@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fairseq_posenc import benchmark
-from fairseq_posenc.benchmark import levels
+from fairseq_posenc.benchmark import levels, report
 
 ENCODINGS = ["sinusoidal", "diet_rel", "huang3"]
 MODELS = ["stock", "stock_copy", *ENCODINGS]  # stock_copy: the noise control
@@ -363,6 +363,18 @@ def test_model_ratio_from_the_parts():
     benchmark.attach_part_estimates([model], [layer])
     assert model["summary"]["models"]["t5"]["from_parts"]["train"] == pytest.approx(
         1 + (0.008 + 3 * 0.0009) / 0.4)
+    # the model level timed training only (--calls train): its ratio alone, from the same
+    # parts, and a report that shows it beside "-"
+    model["summary"]["models"] = {"t5": {"train": {"ratio": 1.03}}}
+    model["summary"]["stock_seconds"] = {"train": 0.4}
+    benchmark.attach_part_estimates([model], [layer], [rest])
+    assert model["summary"]["models"]["t5"]["from_parts"] == pytest.approx(
+        {"train": 1 + (0.008 + 3 * 0.0009 - 0.002) / 0.4})
+    assert model["summary"]["self_attention_share"].keys() == {"train"}
+    assert report.verdict_text("t5", {"train": {"limit": 1.05, "ratio": 1.08, "pass": False,
+                                                "conclusive": True}},
+                               model["summary"]["models"]["t5"]["from_parts"]).endswith(
+        "(parts PASS)")
 
 
 def test_rest_level_times_the_models_without_layers(quick):
