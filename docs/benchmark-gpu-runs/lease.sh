@@ -11,11 +11,11 @@
 #      xl's and huang4's training steps with their encoder tables as one table
 #      (ROW_BAND = 0; the bands, the default, are in the first file); the GPU kernel suite
 #      in the time left
-#   2  beam-10 translation, fp16, 128 tokens, every encoding (the decoding steps' own
-#      path and their plans); training steps of the fixed tables (alibi, sandwich) with
-#      torch's SDPA and its summed mask against the fused kernel (fused_kernels.py
-#      train_fixed); xl's and huang4's kernel per call with one table and with bands
-#      (rows_tables.py); the compiled kernels' accuracy
+#   2  training steps of the fixed tables (alibi, sandwich) with torch's SDPA and its
+#      summed mask against the fused kernel (fused_kernels.py train_fixed: it decides the
+#      planner's choice); beam-10 translation, fp16, 128 tokens, every encoding registered
+#      (the decoding steps' own path and their plans); the compiled kernels' accuracy;
+#      xl's and huang4's kernel per call with one table and with bands (rows_tables.py)
 #   3  the encodings added since part 1 (NEW below, those registered): training steps,
 #      fp16, with and without attention dropout, and their beam-10 translation
 #   4  bf16 training steps, every encoding with a target
@@ -107,14 +107,14 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
       -p no:cacheprovider -o log_cli=false --junitxml="$out/gpu-tests.xml"
     ;;
   2)
+    stage fixed-tables 60 120 python3 docs/benchmark-gpu-runs/fused_kernels.py "$out" \
+      train_fixed
     stage translate 200 600 "${bench[@]}" --lengths "${lengths[0]}" --dtype "$half" \
       --calls translate --reps 5 --out-json "$out/translate-fp16.json" \
       --out-md /tmp/translate.md
-    stage fixed-tables 60 150 python3 docs/benchmark-gpu-runs/fused_kernels.py "$out" \
-      train_fixed
+    stage accuracy 40 90 bash -c "python3 docs/kernels/accuracy.py > '$out/accuracy-gpu.txt'"
     stage rows-tables 40 120 python3 docs/benchmark-gpu-runs/rows_tables.py \
       "$out/rows-tables.json"
-    stage accuracy 40 120 bash -c "python3 docs/kernels/accuracy.py > '$out/accuracy-gpu.txt'"
     ;;
   3)
     stage train-new 100 600 "${bench[@]}" --encodings $new --lengths "${lengths[@]}" \
