@@ -17,7 +17,7 @@
 #      (the decoding steps' own path and their plans); the compiled kernels' accuracy;
 #      xl's and huang4's kernel per call with one table and with bands (rows_tables.py)
 #   3  the encodings added since part 1 (NEW below, those registered): training steps,
-#      fp16, with and without attention dropout, and their beam-10 translation
+#      fp16, with and without attention dropout (part 2 translates every encoding)
 #   4  bf16 training steps, every encoding with a target
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
@@ -123,9 +123,6 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
     stage train-new-dropout 100 600 "${bench[@]}" --encodings $new \
       --lengths "${lengths[@]}" --dtype "$half" --calls train --attention-dropout 0.1 \
       --out-json "$out/train-new-fp16-dropout.json" --out-md /tmp/train-new-dropout.md
-    stage translate-new 100 600 "${bench[@]}" --encodings $new --lengths "${lengths[0]}" \
-      --dtype "$half" --calls translate --reps 5 --out-json "$out/translate-new-fp16.json" \
-      --out-md /tmp/translate-new.md
     ;;
   4)
     stage train-bf16 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
