@@ -43,6 +43,13 @@ LowRankKernel = Literal["auto", "concat", "bias"]
 #: the bias elsewhere.
 DistanceKernel = Literal["auto", "fused", "bias"]
 
+#: ``"auto"`` on CUDA without attention dropout: a distance table with no gradient
+#: (``alibi``'s encoder, ``sandwich``) for keys up to this length takes torch's SDPA with
+#: the table summed into its float mask, which beats the fused kernel there; longer keys,
+#: and calls with dropout, take the fused kernel (``docs/decisions.md``, "Fixed tables on
+#: torch's SDPA").
+FIXED_TABLE_SDPA_MAX_LEN = 128
+
 #: The families the fused distance kernel runs (a causal-exact bias without its causal
 #: mask is a :attr:`KernelFamily.DISTANCE` term).
 DISTANCE_FAMILIES = frozenset({KernelFamily.DISTANCE, KernelFamily.DISTANCE_FACTOR,
@@ -282,6 +289,15 @@ def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRank
                                            and call.device.type == "cuda")
 
 
+def _sdpa_takes_fixed_table(term: "PositionEncoding", family: KernelFamily,
+                            call: Call) -> bool:
+    """Whether ``"auto"`` leaves ``term``, a table by distance with no gradient, to SDPA's
+    float mask (:data:`FIXED_TABLE_SDPA_MAX_LEN`)."""
+    return (family is KernelFamily.DISTANCE and call.device.type == "cuda"
+            and not call.dropout and call.k_len <= FIXED_TABLE_SDPA_MAX_LEN
+            and not _has_gradient(term))
+
+
 def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: DistanceKernel,
                   verified: Optional[Verifier]) -> Optional[KernelFamily]:
     """The family in which the fused distance kernel runs ``term``, the layer's one
@@ -295,7 +311,8 @@ def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: Distanc
     # sequence: the kernel reads it as causality.
     if call.causal and call.q_len != call.k_len:
         return None
-    if distance_kernel != "fused" and not auto_fuses(family, call, verified):
+    if distance_kernel != "fused" and (_sdpa_takes_fixed_table(term, family, call)
+                                       or not auto_fuses(family, call, verified)):
         return None
     if family is KernelFamily.ROWS:  # no clip shorter than the sentence
         return family if term.rows_cover(call.q_len, call.k_len,

@@ -6,7 +6,8 @@
 * ``sweep``, ``sweep128``: each kernel's launch (tile shape, warps, pipelining stages),
   one kernel at a time from the defaults, then the best of each together;
 * ``rope``: one rotation of a projection's view, the complex path against the kernel;
-* ``train``, ``train_rope``, ``train_distance``, ``train_fixed``: training steps of whole
+* ``train``, ``train_rope``, ``train_distance``, ``train_fixed``, ``train_fixed_more``:
+  training steps of whole
   models with torch's path or the fused kernel, interleaved with stock's (distance, factor
   and Shaw's encodings; RoPE; the fixed tables of ALiBi and Sandwich, whose torch path is
   SDPA with one summed mask, which torch runs on cuDNN);
@@ -202,15 +203,17 @@ VARIANTS = {
 }
 
 
-def model_steps(length, dtype, names=tuple(VARIANTS), reps=8):
+def model_steps(length, dtype, names=tuple(VARIANTS), reps=8, attention_dropout=0.0):
     """Training steps (32k-token batches, base): each encoding with torch's path and with
-    the fused kernel, each interleaved with stock's."""
+    the fused kernel, each interleaved with stock's (both with ``attention_dropout``)."""
     d = toy_dictionary(10000)
     batch = make_batch(d, 32768 // length, length, 1, dev)
     times = {"stock": []}
     for name in names:
-        model = build_model(name, "base", d, 1, dev, dtype=dtype)
-        stock = build_model("stock", "base", d, 1, dev, dtype=dtype)
+        model = build_model(name, "base", d, 1, dev, dtype=dtype,
+                            attention_dropout=attention_dropout)
+        stock = build_model("stock", "base", d, 1, dev, dtype=dtype,
+                            attention_dropout=attention_dropout)
         choose, kernels = VARIANTS[name]
         for kernel in kernels:
             choose(model, kernel)
@@ -229,7 +232,8 @@ def model_steps(length, dtype, names=tuple(VARIANTS), reps=8):
                 out.append(statistics.median(out_times))
                 del opt
             emit(case="train_step", encoding=name, kernel=kernel, length=length,
-                 dtype=str(dtype)[6:], ms=1000 * steps[0],
+                 dtype=str(dtype)[6:], attention_dropout=attention_dropout,
+                 ms=1000 * steps[0],
                  ratio=steps[0] / times["stock"][-1])
         del model, stock
         torch.cuda.empty_cache()
@@ -281,6 +285,11 @@ STAGES = {
     # fixed tables: torch's SDPA with the summed mask (cuDNN) against the fused kernel
     "train_fixed": lambda: [model_steps(n, torch.float16, names=("alibi", "sandwich"))
                             for n in (128, 512)],
+    # where the rule FIXED_TABLE_SDPA_MAX_LEN = 128 was not measured: 256 tokens, dropout
+    "train_fixed_more": lambda: [
+        model_steps(256, torch.float16, names=("alibi", "sandwich")),
+        *(model_steps(n, torch.float16, names=("alibi", "sandwich"), attention_dropout=0.1)
+          for n in (128, 256, 512))],
     "translate": translate_steps,
 }
 

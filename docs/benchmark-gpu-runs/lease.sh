@@ -18,7 +18,11 @@
 #      xl's and huang4's kernel per call with one table and with bands (rows_tables.py)
 #   3  the encodings added since part 1 (NEW below, those registered): training steps,
 #      fp16, with and without attention dropout (part 2 translates every encoding)
-#   4  bf16 training steps, every encoding with a target
+#   4  alibi's and sandwich's training steps at 128, 256 and 512 tokens as "auto" plans
+#      them (torch's SDPA up to FIXED_TABLE_SDPA_MAX_LEN = 128 keys without dropout, the
+#      fused kernel beyond), and both routes at 256 tokens and with dropout
+#      (fused_kernels.py train_fixed_more); bf16 training steps, every encoding with a
+#      target; the GPU tests of "auto"'s choices
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -76,6 +80,7 @@ targeted=$(python3 -c "from fairseq_posenc.benchmark.settings import CUDA_TARGET
 new=$(python3 -c "from fairseq_posenc.encodings import ENCODINGS
 print(' '.join(n for n in 'kerple_log kerple_power sandwich fire cope xpos shape'.split() if n in ENCODINGS))")
 lengths=(128 512)
+fixed_lengths=(128 256 512)
 half=float16 bf16=bfloat16
 kernel_tests=(tests/kernels)
 if [ "${LEASE_DRY:-0}" = 1 ]; then
@@ -83,6 +88,7 @@ if [ "${LEASE_DRY:-0}" = 1 ]; then
   targeted="sinusoidal t5 xl"
   new="sandwich"
   lengths=(12)
+  fixed_lengths=(12)
   half=float32 bf16=float32
   kernel_tests=(tests/kernels/test_gpu.py)
 fi
@@ -125,9 +131,16 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
       --out-json "$out/train-new-fp16-dropout.json" --out-md /tmp/train-new-dropout.md
     ;;
   4)
-    stage train-bf16 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
+    stage fixed-rule 60 150 "${bench[@]}" --encodings alibi sandwich \
+      --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train \
+      --out-json "$out/fixed-rule-fp16.json" --out-md /tmp/fixed-rule.md
+    stage fixed-tables-more 60 150 python3 docs/benchmark-gpu-runs/fused_kernels.py "$out" \
+      train_fixed_more
+    stage train-bf16 150 300 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
       --dtype "$bf16" --calls train --out-json "$out/train-bf16.json" \
       --out-md /tmp/train-bf16.md
+    stage gpu-tests 40 120 python3 -m pytest tests/kernels/test_gpu.py -k "auto_fuses" -q \
+      -rfE -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     ;;
   *)
     echo "unknown part '$part': 1, 2, 3 or 4" >&2

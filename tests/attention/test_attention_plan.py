@@ -192,6 +192,20 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     # clips shorter than the sentence: distances share a vector
     ("xl", {"xl_clamp_len": 3}, training(CUDA, torch.float16, False), SDPA),
     ("huang4", {"huang4_clip": 2}, training(CUDA, torch.float16, False), SDPA),
+    # a table with no gradient, keys up to 128, no dropout: SDPA's float mask, on CUDA
+    ("alibi", {}, training(CUDA, torch.float16, False, k_len=128, q_len=128, dropout=False),
+     SDPA),
+    ("sandwich", {}, training(CUDA, torch.bfloat16, True, k_len=128, q_len=128,
+                              dropout=False), SDPA),
+    ("alibi", {}, training(CUDA, torch.float16, False, k_len=129, q_len=129, dropout=False),
+     DISTANCE),
+    ("sandwich", {}, training(CUDA, torch.float16, False, k_len=64, q_len=64), DISTANCE),
+    ("sandwich", {"distance_kernel": "fused"},
+     training(CUDA, torch.float16, False, k_len=64, q_len=64, dropout=False), DISTANCE),
+    # a learned table keeps the kernel: SDPA's mask would need its gradient
+    ("t5", {}, training(CUDA, torch.float16, False, k_len=64, q_len=64, dropout=False),
+     DISTANCE),
+    ("kerple_log", {}, training(CUDA, torch.float16, False, dropout=False), DISTANCE),
     # beyond the rows of causal ALiBi's factors: the bias, in the distance kernel
     ("alibi", {}, training(CUDA, torch.float16, True, q_len=5000, k_len=5000), DISTANCE),
     # a chunk of queries after a cache under a future mask: not the kernel's causality
