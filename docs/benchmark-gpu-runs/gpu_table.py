@@ -37,7 +37,8 @@ BOUNDS = {
     "kerple_power": "as `kerple_log`",
     "alibi": "encoder beyond 128 tokens and with dropout: the Triton FlashAttention (as "
              "`t5`); decoder: 8 extra q/k dimensions",
-    "sandwich": "as `alibi`'s encoder, in both stacks; translation: not yet profiled",
+    "sandwich": "as `alibi`'s encoder, in both stacks; translation: within its noise "
+                "(0.15) of `kerple_log`'s, whose step path it shares",
     "diet_abs": "attention at head dimension 128 (the low-rank term's dimensions)",
     "tupe_a": "as `diet_abs`",
     "tupe_r": "the Triton kernel at head dimension 128",
