@@ -7,22 +7,21 @@
 #
 #   1  the library route per call (cuDNN SDPA with a bias and dBias, library_routes.py);
 #      training steps, fp16, 128 and 512 tokens, every encoding with a target, with and
-#      without the recipes' --attention-dropout 0.1 (the README's training columns);
-#      xl's and huang4's training steps with their encoder tables as one table
-#      (ROW_BAND = 0; the bands, the default, are in the first file); the GPU kernel suite
-#      in the time left
+#      without the recipes' --attention-dropout 0.1 (the README's training columns); the
+#      GPU kernel suite in the time left
 #   2  training steps of the fixed tables (alibi, sandwich) with torch's SDPA and its
 #      summed mask against the fused kernel (fused_kernels.py train_fixed: it decides the
 #      planner's choice); beam-10 translation, fp16, 128 tokens, every encoding registered
-#      (the decoding steps' own path and their plans); the compiled kernels' accuracy;
-#      xl's and huang4's kernel per call with one table and with bands (rows_tables.py)
+#      (the decoding steps' own path and their plans); the compiled kernels' accuracy
 #   3  the encodings added since part 1 (NEW below, those registered): training steps,
 #      fp16, with and without attention dropout (part 2 translates every encoding)
 #   4  alibi's and sandwich's training steps at 128, 256 and 512 tokens as "auto" plans
 #      them (torch's SDPA up to FIXED_TABLE_SDPA_MAX_LEN = 128 keys without dropout, the
 #      fused kernel beyond), and both routes at 256 tokens and with dropout
 #      (fused_kernels.py train_fixed_more); bf16 training steps, every encoding with a
-#      target; the GPU tests of "auto"'s choices
+#      target; what changed since its run: xl's and huang4's steps with dropout (one table
+#      per row since the bands' deletion) and the translation of those four; the GPU tests
+#      of "auto"'s choices
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -102,11 +101,6 @@ case "$part" in
     stage train-dropout 150 600 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
       --dtype "$half" --calls train --attention-dropout 0.1 \
       --out-json "$out/train-fp16-dropout.json" --out-md /tmp/train-fp16-dropout.md
-    stage rows-one-table 40 120 python3 -c "import sys; from fairseq_posenc.kernels.distance import rows
-rows.ROW_BAND = 0
-from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
-      "${device[@]}" --encodings xl huang4 --lengths "${lengths[@]}" --dtype "$half" --calls train --out-json "$out/rows-one-table.json" \
-      --out-md /tmp/rows-one-table.md
     workers=()
     python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
     stage gpu-tests 60 600 python3 -m pytest "${kernel_tests[@]}" "${workers[@]}" -q -rfE \
@@ -119,8 +113,6 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
       --calls translate --reps 5 --out-json "$out/translate-fp16.json" \
       --out-md /tmp/translate.md
     stage accuracy 40 90 bash -c "python3 docs/kernels/accuracy.py > '$out/accuracy-gpu.txt'"
-    stage rows-tables 40 120 python3 docs/benchmark-gpu-runs/rows_tables.py \
-      "$out/rows-tables.json"
     ;;
   3)
     stage train-new 100 600 "${bench[@]}" --encodings $new --lengths "${lengths[@]}" \
@@ -139,6 +131,12 @@ from fairseq_posenc.benchmark import main; main(sys.argv[1:])" \
     stage train-bf16 150 300 "${bench[@]}" --encodings $targeted --lengths "${lengths[@]}" \
       --dtype "$bf16" --calls train --out-json "$out/train-bf16.json" \
       --out-md /tmp/train-bf16.md
+    stage changed-since 60 150 bash -c "$(printf '%q ' "${bench[@]}") --encodings xl huang4 \
+      --lengths ${lengths[*]} --dtype $half --calls train --attention-dropout 0.1 \
+      --out-json '$out/rows-dropout-fp16.json' --out-md /tmp/rows-dropout.md && \
+      $(printf '%q ' "${bench[@]}") --encodings alibi sandwich xl huang4 --lengths ${lengths[0]} \
+      --dtype $half --calls translate --reps 5 --out-json '$out/translate-changed-fp16.json' \
+      --out-md /tmp/translate-changed.md"
     stage gpu-tests 40 120 python3 -m pytest tests/kernels/test_gpu.py -k "auto_fuses" -q \
       -rfE -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     ;;

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: term's type (``TERM``, :class:`~.distance.terms.Term`, by name).
 FLAGS = ("HAS_PAD", "CAUSAL", "DROPOUT", "IEEE", "TABLE_GRAD")
 #: ... and the sizes.
-SIZES = ("BAND", "BD_QK", "BD_V", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
+SIZES = ("BD_QK", "BD_V", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,7 @@ def _variant(kernel: Any) -> str:
     term = [Term(constants["TERM"]).name] if "TERM" in constants else []
     flags = term + [name for name in FLAGS if constants.get(name) is True]
     sizes = [f"{name}={constants[name]}" for name in SIZES
-             if isinstance(constants.get(name), int) and not isinstance(constants[name], bool)
-             and constants[name]]  # BAND=0: not banded
+             if isinstance(constants.get(name), int) and not isinstance(constants[name], bool)]
     return " ".join(flags + sizes)
 
 

@@ -198,7 +198,6 @@ ROWS_CONFIGS = {
     "decoder, causal (Huang 4)": (1, 2, 40, 40, 0, True, True, 0),
     "queries after a cache": (1, 2, 6, 75, 69, True, True, 0),
     "queries after others, both directions": (1, 2, 40, 75, 35, False, True, 2),
-    "encoder, a multiple of the band (XL)": (2, 2, 64, 64, 0, False, False, 0),
 }
 
 

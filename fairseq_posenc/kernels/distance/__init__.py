@@ -10,7 +10,7 @@ the term types of :class:`.terms.Term`:
   the probabilities summed by clipped distance (Shaw et al.'s key and value terms);
 * :func:`distance_rows_attention` -- tables per query row and key column that are products
   ``x A``, one column per distance (Transformer-XL's ``q_i.W_R R_{i-j}``, Huang et al.'s
-  method 4), made as tensors, in bands of :data:`.rows.ROW_BAND` rows where bidirectional.
+  method 4), made as tensors.
 
 As FlashAttention-2 (Dao 2023): tiles on chip, an online softmax, the backward recomputing
 the probabilities from each row's log-sum-exp; no ``len x len`` tensor, no atomic adds

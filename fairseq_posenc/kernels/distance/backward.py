@@ -50,8 +50,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        TERM: tl.constexpr, BAND: tl.constexpr, HAS_PAD: tl.constexpr,
-        CAUSAL: tl.constexpr, IEEE: tl.constexpr, P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
+        TERM: tl.constexpr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of keys: ``dV = P^T dO``, ``dK = dS^T Q`` over every query block."""
@@ -63,7 +63,7 @@ if triton is not None:
         vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
         pad_row = PAD + b * TK
         key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                                  Q_OFFSET, TERM, BAND)
+                                  TERM)
         dk = tl.zeros([BLOCK_N, BD_QK], tl.float32)
         dv = tl.zeros([BLOCK_N, BD_V], tl.float32)
         if DROPOUT:
@@ -81,8 +81,8 @@ if triton is not None:
             table_row = _table_start(TABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                      TERM)
             s, _, term, index = _scores(q, kt, table_row, key_row, rows + Q_OFFSET, row_ok,
-                                        cols, col_ok, pad_row, R_LO, R, Q_OFFSET, TERM, BAND,
-                                        HAS_PAD, CAUSAL, IEEE)
+                                        cols, col_ok, pad_row, R_LO, R, TERM, HAS_PAD, CAUSAL,
+                                        IEEE)
             p = tl.exp2(s - lse[:, None])
             if DROPOUT:  # the dropped probabilities' gradient is dP times the mask's scale
                 z = tl.where(_kept(seed, bh, rows, pid_n * BLOCK_N, TQ, TK, P_DROP, BLOCK_N),
@@ -109,8 +109,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd, sdb, sdh, sdt, sdd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        TERM: tl.constexpr, BAND: tl.constexpr, HAS_PAD: tl.constexpr,
-        CAUSAL: tl.constexpr, IEEE: tl.constexpr, P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
+        TERM: tl.constexpr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         TABLE_GRAD: tl.constexpr, BLOCK: tl.constexpr,
     ):
         """One block of queries: ``dQ = dS K``, and ``dS`` summed by distance into the
@@ -153,10 +153,9 @@ if triton is not None:
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             vt = _tile_t(V, b, h, svb, svh, svt, svd, cols, col_ok, d_v, D_V)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO,
-                                      R, Q_OFFSET, TERM, BAND)
+                                      R, TERM)
             s, qk, term, index = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols,
-                                         col_ok, pad_row, R_LO, R, Q_OFFSET, TERM, BAND,
-                                         HAS_PAD, CAUSAL, IEEE)
+                                         col_ok, pad_row, R_LO, R, TERM, HAS_PAD, CAUSAL, IEEE)
             p = tl.exp2(s - lse[:, None])
             dp = _dot(do, vt, IEEE)
             if reads(TERM, "sums"):
@@ -171,17 +170,14 @@ if triton is not None:
             else:
                 dq += _dot(ds.to(kt.dtype), tl.trans(kt), IEEE)
             if TABLE_GRAD and FULL:  # index = j - i - R_LO, unclipped
-                if BAND > 0:  # every pair has its entry
-                    read = row_ok[:, None] & col_ok[None, :]
-                else:
-                    read = (index >= 0) & (index < R) & row_ok[:, None] & col_ok[None, :]
+                read = (index >= 0) & (index < R) & row_ok[:, None] & col_ok[None, :]
                 d_row = _table_start(DTABLE, b, h, s_table_h, s_row_b, s_row_h, s_row_t, rows,
                                      TERM)  # laid out as the table
-                tl.store(_full_row(d_row, i_abs, cols, R_LO, Q_OFFSET, BAND),
+                tl.store(_full_row(d_row, i_abs, cols, R_LO),
                          ds.to(DTABLE.dtype.element_ty), mask=read)
                 if reads(TERM, "key_rows"):
                     d_key_row = _key_rows_start(D_KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t,
-                                                cols, R_LO, R, Q_OFFSET, TERM, BAND)
+                                                cols, R_LO, R, TERM)
                     tl.store(d_key_row + i_abs[:, None], ds.to(D_KEY_TABLE.dtype.element_ty),
                              mask=read)
             elif TABLE_GRAD and PER_ROW:

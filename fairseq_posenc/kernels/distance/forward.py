@@ -32,8 +32,8 @@ if triton is not None:
         sqb, sqh, sqt, sqd, skb, skh, skt, skd, svb, svh, svt, svd,
         s_table_h, s_row_b, s_row_h, s_row_t, s_key_h, H, TQ, TK, Q_OFFSET, R_LO, R,
         D_QK: tl.constexpr, D_V: tl.constexpr, BD_QK: tl.constexpr, BD_V: tl.constexpr,
-        TERM: tl.constexpr, BAND: tl.constexpr, HAS_PAD: tl.constexpr,
-        CAUSAL: tl.constexpr, IEEE: tl.constexpr, P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
+        TERM: tl.constexpr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr,
+        P_DROP, DROP_SCALE, DROPOUT: tl.constexpr,
         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     ):
         """One block of queries: ``O``, the log-sum-exp of each row, and where the term
@@ -63,10 +63,9 @@ if triton is not None:
             col_ok = cols < TK
             kt = _tile_t(K, b, h, skb, skh, skt, skd, cols, col_ok, d_qk, D_QK)
             key_row = _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO,
-                                      R, Q_OFFSET, TERM, BAND)
+                                      R, TERM)
             s, _, _, _ = _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok,
-                                 pad_row, R_LO, R, Q_OFFSET, TERM, BAND, HAS_PAD, CAUSAL,
-                                 IEEE)
+                                 pad_row, R_LO, R, TERM, HAS_PAD, CAUSAL, IEEE)
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all masked so far
             p = tl.exp2(s - m_use[:, None])

@@ -72,7 +72,7 @@ class _Shape:
     def __init__(self, heads: int, q_len: int, k_len: int, q_offset: int, r_lo: int,
                  table: Tensor, d_qk: int, d_v: int, has_pad: bool, causal: bool,
                  term: Term, ieee: bool, key_table: Optional[Tensor] = None,
-                 dropout_p: float = 0.0, band: int = 0) -> None:
+                 dropout_p: float = 0.0) -> None:
         if term.per_row != (table.dim() == 4) or term.key_rows != (key_table is not None):
             raise ValueError(f"a {term.name} term with a table of shape {tuple(table.shape)}"
                              f" and {'a' if key_table is not None else 'no'} key table")
@@ -89,22 +89,22 @@ class _Shape:
             raise ValueError("the key columns' table must be laid out as the query rows'")
         self.d_qk, self.d_v, self.has_pad, self.causal, self.ieee = (
             d_qk, d_v, has_pad, causal, ieee)
-        self.band, self.dropout_p = band, dropout_p
+        self.dropout_p = dropout_p
 
     @classmethod
     def of(cls, q: Tensor, k: Tensor, v: Tensor, q_offset: int, r_lo: int, table: Tensor,
            has_pad: bool, causal: bool, term: Term, key_table: Optional[Tensor] = None,
-           dropout_p: float = 0.0, band: int = 0) -> "_Shape":
+           dropout_p: float = 0.0) -> "_Shape":
         return cls(q.size(1), q.size(2), k.size(2), q_offset, r_lo, table, q.size(3),
                    v.size(3), has_pad, causal, term, q.dtype == torch.float32, key_table,
-                   dropout_p, band)
+                   dropout_p)
 
     def args(self) -> tuple:
         return (self.s_table_h, *self.s_rows, self.s_key_h, self.heads, self.q_len,
                 self.k_len, self.q_offset, self.r_lo, self.r, self.d_qk, self.d_v,
-                _block_dim(self.d_qk), _block_dim(self.d_v), int(self.term), self.band,
-                self.has_pad, self.causal, self.ieee, self.dropout_p,
-                1.0 / (1.0 - self.dropout_p), self.dropout_p > 0.0)
+                _block_dim(self.d_qk), _block_dim(self.d_v), int(self.term), self.has_pad,
+                self.causal, self.ieee, self.dropout_p, 1.0 / (1.0 - self.dropout_p),
+                self.dropout_p > 0.0)
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, table: Tensor, key_table: Optional[Tensor],

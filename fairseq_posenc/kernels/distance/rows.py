@@ -3,15 +3,14 @@
 ``softmax(q k^T + (x_q A_q)[b, h, i, j - i] + (x_k A_k)[b, h, j, j - i] + mask) v``
 (:func:`distance_rows_attention`): tables per query row (and key column) with a column for
 every distance (``Term.ROWS``, ``Term.ROWS_BOTH``), made here as batched products before
-the kernels and again in their backward, never kept; in bidirectional attention in bands
-of :data:`ROW_BAND` rows, each over only the distances its rows meet
-(``docs/decisions.md``, "Tables per row by distance").
+the kernels and again in their backward, never kept (``docs/decisions.md``, "Tables per row
+by distance").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -19,17 +18,6 @@ from torch import Tensor
 from .. import on_device_of
 from .launch import _backward, _check_triton, _dropout, _forward, _padding_mask, _Shape
 from .terms import Term
-
-#: Tables per row that cover every distance (:func:`distance_rows_attention`: ``xl``,
-#: ``huang4``) are made in bands of ``ROW_BAND`` query rows (key columns for a key
-#: side), each band's products over only the distances its rows meet: ``k_len +
-#: ROW_BAND - 1`` columns (rounded up to 16) where one table over the attention's
-#: distances has ``q_len + k_len - 1``, about half as many in the encoder, so about half
-#: the memory traffic in making them, zeroing and storing their gradient and multiplying
-#: it back. Bidirectional attention only: a causal band meets fewer distances the nearer
-#: it is to the start (ragged), and a causal table already has only ``k_len``. 0: one
-#: table (``docs/decisions.md``, "Tables per row by distance").
-ROW_BAND = 16
 
 
 def _heads_as_rows(x: Tensor) -> Tensor:
@@ -39,173 +27,110 @@ def _heads_as_rows(x: Tensor) -> Tensor:
     return x.permute(1, 2, 0, 3).reshape(heads, length * batch, d)
 
 
-def _band_windows(a: Tensor, start: int, step: int, count: int, width: int) -> Tensor:
-    """Columns ``start + n * step + [0, width)`` of ``a`` ``(H, d, R)`` for ``n < count``,
-    zeros outside ``[0, R)``, as ``(H * count, d, width)``: a copy the size of ``a``
-    times ``width / |step|``, not of the batch. Differentiable (its backward adds the
-    overlapping windows back)."""
-    if step < 0:  # the same windows, taken from the reversed columns and turned back
-        return _band_windows(a.flip(-1), a.size(-1) - width - start, -step, count,
-                             width).flip(-1)
-    span = (count - 1) * step + width
-    left, right = max(0, -start), max(0, start + span - a.size(-1))
-    a = torch.nn.functional.pad(a, (left, right)).narrow(-1, start + left, span)
-    return a.unfold(-1, width, step).transpose(1, 2).reshape(-1, a.size(1), width)
+def _columns(a: Tensor, width: int, key: bool) -> Tensor:
+    """``A`` ``(H, d, R)`` as the ``(H, d, width)`` columns its table is the product with:
+    zero columns up to ``width``, a multiple of 16 (never read unmasked: aligned rows for
+    the products and the kernel's loads, as Triton specializes integers divisible by 16);
+    a key side's (``key``) distances reversed, its zeros first
+    (:func:`.tile._key_rows_start`)."""
+    if key:
+        return torch.nn.functional.pad(a.flip(-1), (width - a.size(-1), 0))
+    return torch.nn.functional.pad(a, (0, width - a.size(-1)))
 
 
-@dataclass(frozen=True)
-class _RowTables:
-    """How the tables per row are made from ``A_q`` (and ``A_k``): windows of its columns,
-    ``(H * count, d, width)``, each multiplied by the rows of its band (:func:`_table_rows`).
-
-    ``band = 0``: one table over every distance, ``A`` itself with zero columns up to a
-    multiple of 16 (never read unmasked: aligned rows for the products and the kernel's
-    loads, as Triton specializes integers divisible by 16), the key side's distances
-    reversed, its zeros first (:func:`.tile._key_rows_start`). Else bands of ``band`` rows
-    (:data:`ROW_BAND`): band ``n`` of the queries (rows ``t`` in ``n * band + [0,
-    band)``) meets the distances from ``-(q_offset + n * band + band - 1)`` on, pair ``(t,
-    j)`` at column ``j + band - 1 - t % band``; band ``n`` of the keys meets them from ``n *
-    band + band - 1 - q_offset`` down (reversed, so that a key column's addresses run along
-    the queries), pair ``(t, j)`` at column ``t + band - 1 - j % band``."""
-
-    band: int
-    width: int
-    q_start: int = 0  # bands: the first query window's first column of A_q
-    k_start: int = 0  # bands: the first key window's first column of A_k (before reversing)
-    q_bands: int = 1
-    k_bands: int = 1
-
-    @classmethod
-    def one(cls, r: int) -> "_RowTables":
-        return cls(0, r + -r % 16)
-
-    @classmethod
-    def banded(cls, band: int, q_len: int, k_len: int, q_offset: int,
-               r_lo: int) -> "_RowTables":
-        width = -(-(max(q_len, k_len) + band - 1) // 16) * 16  # aligned rows
-        return cls(band, width, -(q_offset + band - 1) - r_lo,
-                   band - 1 - q_offset - (width - 1) - r_lo, -(-q_len // band),
-                   -(-k_len // band))
-
-    def query_windows(self, a_q: Tensor) -> Tensor:
-        if self.band == 0:
-            return torch.nn.functional.pad(a_q, (0, self.width - a_q.size(-1)))
-        return _band_windows(a_q, self.q_start, -self.band, self.q_bands, self.width)
-
-    def key_windows(self, a_k: Tensor) -> Tensor:
-        if self.band == 0:
-            return torch.nn.functional.pad(a_k.flip(-1), (self.width - a_k.size(-1), 0))
-        return _band_windows(a_k, self.k_start, self.band, self.k_bands, self.width).flip(-1)
+def _columns_grad(d_columns: Tensor, r: int, key: bool) -> Tensor:
+    """The gradient of :func:`_columns`' ``A`` (``r`` distances) from its columns'."""
+    if key:
+        return d_columns[..., d_columns.size(-1) - r:].flip(-1)
+    return d_columns[..., :r]
 
 
-def _table_rows(x: Tensor, windows: Tensor, band: int) -> tuple[Tensor, Tensor]:
-    """``x`` ``(B, H, len, d)`` as ``(H * bands, band * B, d)`` (zero rows after ``len``;
-    ``band = 0``: one band, ``(H, len * B, d)``, a view of fairseq's ``(len, B, H * d)``
-    projections) and each band's products with its window of ``windows`` ``(H * bands, d,
-    W)``: one batched product, no copy of a window per sentence, laid out ``(H, bands *
-    band, B, W)`` and returned as its ``(B, H, bands * band, W)`` view."""
-    batch, heads, length, d = x.shape
-    bands = windows.size(0) // heads
-    band = band or length
-    x_heads = _heads_as_rows(x)
-    extra = bands * band - length
-    if extra:
-        x_heads = torch.nn.functional.pad(x_heads, (0, 0, 0, extra * batch))
-    x_bands = x_heads.reshape(heads * bands, band * batch, d)  # in bands, a copy
-    rows = torch.bmm(x_bands, windows).view(heads, bands * band, batch, -1)
-    return x_bands, rows.permute(2, 0, 1, 3)
-
-
-def _table_grads(x: Tensor, x_bands: Tensor, windows: Tensor, d_rows: Tensor,
-                 need_x: bool, need_windows: bool
-                 ) -> tuple[Optional[Tensor], Optional[Tensor]]:
-    """The gradients of :func:`_table_rows`' ``x`` and ``windows`` from ``d_rows``, where
-    needed: one product each per window, the batch folded into the rows."""
+def _table_rows(x: Tensor, columns: Tensor) -> tuple[Tensor, Tensor]:
+    """``x`` ``(B, H, len, d)`` as ``(H, len * B, d)`` (:func:`_heads_as_rows`) and its
+    products with ``columns`` ``(H, d, W)``: one batched product, no copy of the columns
+    per sentence, laid out ``(H, len, B, W)`` and returned as its ``(B, H, len, W)``
+    view."""
     batch, heads, length, _ = x.shape
-    d_bands = d_rows.permute(1, 2, 0, 3).reshape(x_bands.size(0), x_bands.size(1), -1)
-    d_x = d_windows = None
-    if need_x:  # (H * bands, band * B, d) back to (B, H, len, d)
-        d_x = torch.bmm(d_bands, windows.transpose(1, 2)).view(
-            heads, -1, batch, x.size(3))[:, :length].permute(2, 0, 1, 3)
-    if need_windows:
-        d_windows = torch.bmm(x_bands.transpose(1, 2), d_bands)
-    return d_x, d_windows
+    x_heads = _heads_as_rows(x)
+    rows = torch.bmm(x_heads, columns).view(heads, length, batch, -1)
+    return x_heads, rows.permute(2, 0, 1, 3)
+
+
+def _table_grads(x: Tensor, x_heads: Tensor, columns: Tensor, d_rows: Tensor,
+                 need_x: bool, need_columns: bool
+                 ) -> tuple[Optional[Tensor], Optional[Tensor]]:
+    """The gradients of :func:`_table_rows`' ``x`` and ``columns`` from ``d_rows``, where
+    needed: one product each, the batch folded into the rows."""
+    batch, heads, length, d = x.shape
+    d_heads = d_rows.permute(1, 2, 0, 3).reshape(heads, length * batch, -1)
+    d_x = d_columns = None
+    if need_x:  # (H, len * B, d) back to (B, H, len, d)
+        d_x = torch.bmm(d_heads, columns.transpose(1, 2)).view(
+            heads, length, batch, d).permute(2, 0, 1, 3)
+    if need_columns:
+        d_columns = torch.bmm(x_heads.transpose(1, 2), d_heads)
+    return d_x, d_columns
 
 
 @dataclass
 class _Side:
-    """One side's tables made again for the backward: ``A``'s windows through autograd
-    (``a_grad`` to ``windows_grad``; in float32 for bands, whose overlapping windows'
-    gradients add up), the windows in ``A``'s dtype (its own values: exact), ``x`` in
-    bands and the tables."""
+    """One side's table made again for the backward: ``A``'s columns
+    (:func:`_columns`), ``x`` as rows per head and the table."""
 
-    a_grad: Tensor
-    windows_grad: Tensor
-    windows: Tensor
-    x_bands: Tensor
+    columns: Tensor
+    x_heads: Tensor
     rows: Tensor
 
     @classmethod
-    def of(cls, x: Tensor, a: Tensor, windows_of: Callable[[Tensor], Tensor],
-           band: int) -> "_Side":
-        with torch.enable_grad():
-            a_grad = (a.detach().float() if band else a.detach()).requires_grad_()
-            windows_grad = windows_of(a_grad)
-        windows = windows_grad.detach().to(a.dtype)
-        return cls(a_grad, windows_grad, windows, *_table_rows(x, windows, band))
-
-    def grad_of_a(self, d_windows: Tensor) -> Tensor:
-        """``A``'s gradient from its windows'."""
-        d_a = torch.autograd.grad(self.windows_grad, self.a_grad,
-                                  d_windows.to(self.a_grad.dtype))[0]
-        return d_a.to(self.windows.dtype)
+    def of(cls, x: Tensor, a: Tensor, width: int, key: bool) -> "_Side":
+        columns = _columns(a, width, key)
+        return cls(columns, *_table_rows(x, columns))
 
 
 class _RowsAttention(torch.autograd.Function):
     """Tables per query row and per key column that are products, ``x_q A_q`` and
-    ``x_k A_k`` (``(B, H, len, d) @ (H, d, R)``), made as :class:`_RowTables` says: in
-    the forward for the kernel and again in the backward, never kept (``B x H x len x
-    W`` each: ``W`` about ``2 len`` in one bidirectional table, about ``len`` in bands
-    or causally); their gradients ``dS`` (stored in place) go to ``x`` and ``A``'s
-    windows by one product each per window, and on to ``A`` through the windows' own
-    backward (autograd)."""
+    ``x_k A_k`` (``(B, H, len, d) @ (H, d, W)``, ``W``: every distance of ``A``, rounded
+    up to 16), made in the forward for the kernel and again in the backward, never kept
+    (``B x H x len x W`` each: ``W`` about ``2 len`` in bidirectional attention, ``len``
+    in causal); their gradients ``dS`` (stored in place) go to ``x`` and ``A``'s columns
+    by one product each, and on to ``A`` (:func:`_columns_grad`)."""
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, x_q: Tensor, a_q: Tensor,
                 x_k: Optional[Tensor], a_k: Optional[Tensor], r_lo: int, q_offset: int,
                 key_padding_mask: Optional[Tensor], causal: bool, dropout_p: float,
-                seed: Tensor, tables: _RowTables):
+                seed: Tensor, width: int):
         pad = _padding_mask(key_padding_mask, q.device)
-        rows_q = _table_rows(x_q, tables.query_windows(a_q), tables.band)[1]
-        rows_k = None if x_k is None else _table_rows(x_k, tables.key_windows(a_k),
-                                                      tables.band)[1]
+        rows_q = _table_rows(x_q, _columns(a_q, width, False))[1]
+        rows_k = None if x_k is None else _table_rows(x_k, _columns(a_k, width, True))[1]
         shape = _Shape.of(q, k, v, q_offset, r_lo, rows_q, key_padding_mask is not None,
                           causal, Term.ROWS if rows_k is None else Term.ROWS_BOTH,
-                          key_table=rows_k, dropout_p=dropout_p, band=tables.band)
+                          key_table=rows_k, dropout_p=dropout_p)
         out, lse, _ = _forward(q, k, v, rows_q, rows_k, pad, seed, shape)
         ctx.save_for_backward(q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse)
-        ctx.shape, ctx.tables = shape, tables
+        ctx.shape, ctx.width = shape, width
         return out
 
     @staticmethod
     def backward(ctx, d_out: Tensor):
         q, k, v, x_q, a_q, x_k, a_k, pad, seed, out, lse = ctx.saved_tensors
-        tables, needs = ctx.tables, ctx.needs_input_grad
-        query = _Side.of(x_q, a_q, tables.query_windows, tables.band)
-        key = None if x_k is None else _Side.of(x_k, a_k, tables.key_windows, tables.band)
+        needs = ctx.needs_input_grad
+        query = _Side.of(x_q, a_q, ctx.width, False)
+        key = None if x_k is None else _Side.of(x_k, a_k, ctx.width, True)
         with on_device_of(d_out):
             dq, dk, dv, d_rows_q, d_rows_k = _backward(
                 q, k, v, query.rows, key and key.rows, pad, seed, out, lse, lse, d_out,
                 None, ctx.shape, True)
         grads = [dq, dk, dv, None, None, None, None]
-        for x, side, d_rows, n in ((x_q, query, d_rows_q, 3), (x_k, key, d_rows_k, 5)):
+        for x, a, side, d_rows, n in ((x_q, a_q, query, d_rows_q, 3),
+                                      (x_k, a_k, key, d_rows_k, 5)):
             if side is None:
                 continue
-            d_x, d_windows = _table_grads(x, side.x_bands, side.windows, d_rows, needs[n],
+            d_x, d_columns = _table_grads(x, side.x_heads, side.columns, d_rows, needs[n],
                                           needs[n + 1])
             grads[n] = d_x
-            if d_windows is not None:
-                grads[n + 1] = side.grad_of_a(d_windows)
+            if d_columns is not None:
+                grads[n + 1] = _columns_grad(d_columns, a.size(-1), n == 5).to(a.dtype)
         return (*grads, None, None, None, None, None, None, None)
 
 
@@ -240,11 +165,6 @@ def distance_rows_attention(q: Tensor, k: Tensor, v: Tensor, query_rows: tuple[T
             f"{-(q_offset + q_len - 1)}..{r_hi} (no clipping)")
     if a_k is not None and a_k.size(-1) != r:
         raise ValueError(f"the key rows have {a_k.size(-1)} distances, the query rows {r}")
-    tables = _RowTables.one(r)
-    if ROW_BAND > 0 and not causal:
-        bands = _RowTables.banded(ROW_BAND, q_len, k_len, q_offset, r_lo)
-        if bands.width < tables.width:  # not for a short block of queries
-            tables = bands
     return _RowsAttention.apply(q, k, v, x_q, a_q, x_k, a_k, r_lo, q_offset,
                                 key_padding_mask, causal, dropout_p,
-                                _dropout(dropout_p, seed, q.device), tables)
+                                _dropout(dropout_p, seed, q.device), r + -r % 16)

@@ -4,8 +4,7 @@ Each kernel variant reads one term per pair of query ``i`` and key ``j`` at dist
 i``, and what it loads, where, and which sums it keeps follow from the term's type
 (:class:`Term`), not from independent switches: the handful of legal combinations is this
 list. The other compile-time arguments vary independently of it: the padding mask,
-causality, attention dropout, IEEE products in float32, the tiles, and the band of the
-rows' tables.
+causality, attention dropout, IEEE products in float32, and the tiles.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ class Term(enum.IntEnum):
 
     ROWS = 4
     """``(x_q A_q)[b, h, i, j - i]``: a table per query row over every distance, read
-    unclipped, one table or in bands of rows (Transformer-XL's ``q_i.W_R R_{i-j}``)."""
+    unclipped (Transformer-XL's ``q_i.W_R R_{i-j}``)."""
 
     ROWS_BOTH = 5
     """:attr:`ROWS`, plus a table per key column, ``(x_k A_k)[b, h, j, j - i]``, laid out

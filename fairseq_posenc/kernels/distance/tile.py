@@ -100,27 +100,23 @@ if triton is not None:
 
     @triton.jit
     def _scores(q, kt, table_row, key_row, i_abs, row_ok, cols, col_ok, pad_row, R_LO, R,
-                Q_OFFSET, TERM: tl.constexpr, BAND: tl.constexpr, HAS_PAD: tl.constexpr,
-                CAUSAL: tl.constexpr, IEEE: tl.constexpr):
+                TERM: tl.constexpr, HAS_PAD: tl.constexpr, CAUSAL: tl.constexpr,
+                IEEE: tl.constexpr):
         """For one tile: the logits ``(q k^T + t) * log2(e)`` (``(q k^T) * t * log2(e)``
         for a factor), -inf where masked; ``q k^T``; ``t``, the term of type ``TERM``;
         and the table column of each pair. ``table_row``: the table's start, or each
         query row's (:func:`_table_start`). A table per head or per row read by clipped
         distance: column ``clip(j - i, R_LO, R_LO + R - 1) - R_LO``. Rows over every
-        distance (``Term.full``): read unclipped at ``j - i - R_LO``, or in bands of
-        ``BAND`` rows (or columns) over the distances each band meets (:func:`_full_row`;
-        0: one table over all of them), and with a key side (``Term.key_rows``) each key
-        column's too (``key_row``, :func:`_key_rows_start`)."""
+        distance (``Term.full``): read unclipped at ``j - i - R_LO`` (:func:`_full_row`),
+        and with a key side (``Term.key_rows``) each key column's too (``key_row``,
+        :func:`_key_rows_start`)."""
         FULL: tl.constexpr = reads(TERM, "full")
         r = cols[None, :] - i_abs[:, None]
         qk = _dot(q, kt, IEEE)
         if FULL:
             index = r - R_LO
-            if BAND > 0:  # every pair of the attention has its entry
-                read = row_ok[:, None] & col_ok[None, :]
-            else:
-                read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
-            term = tl.load(_full_row(table_row, i_abs, cols, R_LO, Q_OFFSET, BAND),
+            read = (r >= R_LO) & (r < R_LO + R)  # False only where causally masked
+            term = tl.load(_full_row(table_row, i_abs, cols, R_LO),
                            mask=row_ok[:, None] & read, other=0.0).to(tl.float32)
             if reads(TERM, "key_rows"):
                 term += tl.load(key_row + i_abs[:, None], mask=col_ok[None, :] & read,
@@ -152,31 +148,21 @@ if triton is not None:
         return start
 
     @triton.jit
-    def _full_row(table_row, i_abs, cols, R_LO, Q_OFFSET, BAND: tl.constexpr):
-        """Pair ``(i, j)``'s entry of its query row's table: ``j - i - R_LO``, or in bands
-        of ``BAND`` rows ``j + BAND - 1 - t % BAND`` (``t = i - Q_OFFSET``, the row's
-        index; :func:`.rows._band_windows`), written so that Triton sees the addresses run
-        along the keys: a clamp would hide it, and the dQ kernel's stores would not
-        coalesce (``docs/decisions.md``, "Tables per row by distance")."""
-        if BAND > 0:
-            start = table_row + (BAND - 1) - ((i_abs - Q_OFFSET) % BAND)[:, None]
-        else:
-            start = table_row - R_LO - i_abs[:, None]
-        return start + cols[None, :]
+    def _full_row(table_row, i_abs, cols, R_LO):
+        """Pair ``(i, j)``'s entry of its query row's table, ``j - i - R_LO``, written so
+        that Triton sees the addresses run along the keys: a clamp would hide it, and the
+        dQ kernel's stores would not coalesce (``docs/decisions.md``, "Tables per row by
+        distance")."""
+        return table_row - R_LO - i_abs[:, None] + cols[None, :]
 
     @triton.jit
     def _key_rows_start(KEY_TABLE, b, h, s_row_b, s_key_h, s_row_t, cols, R_LO, R,
-                        Q_OFFSET, TERM: tl.constexpr, BAND: tl.constexpr):
+                        TERM: tl.constexpr):
         """With a key side (``Term.key_rows``): each key column's table (laid out as the
         query rows', with ``s_key_h`` per head) stored with its distances reversed, at
-        column ``R - 1 - (j - i - R_LO)``, or in bands of ``BAND`` columns ``i - Q_OFFSET
-        + BAND - 1 - j % BAND``, less ``i`` (added by the reader), so that addresses run
-        along the queries of a tile column."""
-        KEY_ROWS: tl.constexpr = reads(TERM, "key_rows")
-        if KEY_ROWS and BAND > 0:
-            start = (KEY_TABLE + b * s_row_b + h * s_key_h + cols[None, :] * s_row_t
-                     + (BAND - 1 - Q_OFFSET) - (cols % BAND)[None, :])
-        elif KEY_ROWS:
+        column ``R - 1 - (j - i - R_LO)``, less ``i`` (added by the reader), so that
+        addresses run along the queries of a tile column."""
+        if reads(TERM, "key_rows"):
             start = (KEY_TABLE + b * s_row_b + h * s_key_h + cols[None, :] * s_row_t
                      + (R - 1 + R_LO) - cols[None, :])
         else:
