@@ -237,12 +237,7 @@ class PositionalAttentionCore:
         q = split_heads(self.q_proj(query))
         k = split_heads(self.k_proj(kv_input))
         v = split_heads(self.v_proj(kv_input))
-        q_scale = self.scaling * positions.content_scale
-        for term in positions.rotations:  # it scales q too
-            q, k = term.rotate_qk(q, k, cached, ctx, q_scale)
-            q_scale = 1.0
-        if q_scale != 1.0:
-            q = q * q_scale
+        q, k = self._scaled_and_rotated(q, k, cached, positions, ctx)
         if saved is not None:
             k, v, key_padding_mask = self._extend_cache(saved, k, v, key_padding_mask)
             input_padding_mask = key_padding_mask
@@ -354,6 +349,20 @@ class PositionalAttentionCore:
                                   factor=plan.family is KernelFamily.DISTANCE_FACTOR,
                                   dropout_p=dropout_p)
 
+    def _scaled_and_rotated(self, q: Tensor, k: Tensor, q_offset: int,
+                            positions: AttachedPositions,
+                            ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """The queries scaled (``1/sqrt(d_h)`` times the encoding's content scale) and the
+        rotations applied to queries and keys at positions ``q_offset + t``; a rotation
+        folds the scale into its own product."""
+        q_scale = self.scaling * positions.content_scale
+        for term in positions.rotations:
+            q, k = term.rotate_qk(q, k, q_offset, ctx, q_scale)
+            q_scale = 1.0
+        if q_scale != 1.0:
+            q = q * q_scale
+        return q, k
+
     def _dropout_p(self) -> float:
         """The attention dropout's probability where it acts (training, or fairseq's
         ``apply_during_inference``), else 0."""
@@ -381,12 +390,7 @@ class PositionalAttentionCore:
         k = self.k_proj(query).view(bsz, heads, 1, head_dim)
         v = self.v_proj(query).view(bsz, heads, 1, head_dim)
         q_offset = cached_length(saved)
-        q_scale = self.scaling * positions.content_scale
-        for term in positions.rotations:  # it scales q too
-            q, k = term.rotate_qk(q, k, q_offset, ctx, q_scale)
-            q_scale = 1.0
-        if q_scale != 1.0:
-            q = q * q_scale
+        q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
         k, v, _ = self._extend_cache(saved, k, v, None)
         src_len = q_offset + 1
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
