@@ -9,7 +9,7 @@ sequence) and returns a :class:`Plan`: the path, the term the fused distance ker
 the low-rank terms concatenated as extra query and key dimensions, and whether the float
 mask needs a gradient. It touches no
 tensor, so a table of cases tests it (``tests/attention/test_attention_plan.py``), and
-:meth:`~fairseq_posenc.attention.PositionalMultiheadAttention.forward` runs the plan with
+:meth:`~fairseq_posenc.attention_core.PositionalAttentionCore.attend` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
 """
 

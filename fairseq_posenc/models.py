@@ -47,8 +47,9 @@ from .checkpoint import decode_tag, encode_tag
 from .context import PositionContext, PositionScope
 from .encodings import ENCODINGS, get_encoding
 from .encodings.base import LAYER_CHOICES, PositionEncoding
-from .encodings.rope import Rope
+from .encodings.registry import flag_owners
 from .input_positions import InputPositions
+from .nn import KERNEL_CHOICES, choose_kernels
 from .random_positions import add_random_positions_arg, check_random_positions
 from .segments import (
     SegmentAttention,
@@ -105,24 +106,6 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
     add_segment_args(group)
 
 
-#: ``--pos-kernels``: the kernels' choice for each module that has one (see choose_kernels).
-KERNEL_CHOICES = ("auto", "torch")
-
-
-def choose_kernels(model: nn.Module, choice: str) -> None:
-    """``--pos-kernels``: ``"auto"``, each attention's ``distance_kernel`` and each RoPE's
-    ``kernel`` picks the Triton kernel where it applies and was verified; ``"torch"``,
-    the float mask (or the explicit path) and the complex product everywhere."""
-    if choice not in KERNEL_CHOICES:
-        raise ValueError(f"--pos-kernels must be one of {', '.join(KERNEL_CHOICES)}, "
-                         f"got {choice!r}")
-    for module in model.modules():
-        if isinstance(module, PositionalMultiheadAttention):
-            module.distance_kernel = "auto" if choice == "auto" else "bias"
-        elif isinstance(module, Rope):
-            module.kernel = "auto" if choice == "auto" else "complex"
-
-
 def fill_position_defaults(args: argparse.Namespace) -> None:
     """Give unset position flags their defaults.
 
@@ -140,20 +123,14 @@ def fill_position_defaults(args: argparse.Namespace) -> None:
 def check_foreign_flags(args: argparse.Namespace, encoding: type) -> None:
     """A flag of another encoding given a value (not its default): an error that names the
     flag and the encodings it belongs to, before anything is built."""
-    own = {flag.option for flag in encoding.flags}
-    owners: dict[str, list[str]] = {}
-    defaults: dict[str, object] = {}
-    for name, other in sorted(ENCODINGS.items()):
-        for flag in other.flags:
-            if flag.option not in own:
-                owners.setdefault(flag.option, []).append(name)
-                defaults[flag.option] = flag
-    for option, names in owners.items():
-        flag = defaults[option]
-        value = getattr(args, flag.dest, flag.default)
-        if value is not None and value != flag.default:
+    own = {flag.dest for flag in encoding.flags}
+    flags = {flag.dest: flag for other in ENCODINGS.values() for flag in other.flags}
+    for dest, names in flag_owners().items():
+        flag = flags[dest]
+        value = getattr(args, dest, flag.default)
+        if dest not in own and value is not None and value != flag.default:
             raise ValueError(
-                f"{option} is a flag of --pos-encoding {', '.join(names)}, not of "
+                f"{flag.option} is a flag of --pos-encoding {', '.join(names)}, not of "
                 f"--pos-encoding {args.pos_encoding}, which has no use for it: remove it, "
                 "or choose an encoding it belongs to.")
 

@@ -4,7 +4,7 @@ An encoding acts either at the input (fairseq's own position embeddings; self-at
 stays stock) or inside self-attention through one or more *position terms*
 (:meth:`PositionEncoding.terms`; usually the encoding itself). Each term declares its
 :class:`~fairseq_posenc.context.PositionKind`, and
-:class:`~fairseq_posenc.attention.PositionalMultiheadAttention` computes each kind in one
+:class:`~fairseq_posenc.attention_core.PositionalAttentionCore` computes each kind in one
 way, choosing the fastest exact kernel for it:
 
 * ``DISTANCE_BIAS`` / ``DISTANCE_SCALE`` -- :meth:`RelativeScalarBias.distance_bias`, a

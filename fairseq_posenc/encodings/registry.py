@@ -24,3 +24,13 @@ def get_encoding(name: str) -> type["PositionEncoding"]:
         raise ValueError(
             f"unknown --pos-encoding {name!r}; choose one of: {', '.join(sorted(ENCODINGS))}"
         ) from None
+
+
+def flag_owners() -> dict[str, list[str]]:
+    """Each option's Python name (``--shaw-clip``: ``shaw_clip``) -> the encodings whose
+    flags list it, by name."""
+    owners: dict[str, list[str]] = {}
+    for name, cls in sorted(ENCODINGS.items()):
+        for flag in cls.flags:
+            owners.setdefault(flag.dest, []).append(name)
+    return owners

@@ -291,10 +291,8 @@ def test_step_path_and_general_path_both_equal_full_forward(encoding, monkeypatc
     assert_incremental_equals_full(model, d, steps=9)
     assert set(taken) == {layer.self_attn for layer in model.decoder.layers}
 
-    def general(self, query, incremental_state, *rest):
-        return PositionalMultiheadAttention.forward(
-            self, query, query, query, incremental_state=incremental_state,
-            need_weights=True)[0]
+    def general(self, query, saved, *rest):
+        return self.attend(query, None, None, saved, need_weights=True)[0]
 
     monkeypatch.setattr(PositionalMultiheadAttention, "_decode_step", general)
     assert_incremental_equals_full(model, d, steps=9)

@@ -52,7 +52,7 @@ def test_concat_is_used_only_where_exact():
     """The kernel choice: low-rank terms on the fused path; causal ALiBi only with its
     causal mask; the encoder's symmetric ALiBi never; ``"bias"`` and CPU ``"auto"`` never."""
     calls = []
-    import fairseq_posenc.attention as attention
+    import fairseq_posenc.attention_core as attention
 
     original = attention.concat_low_rank
     attention.concat_low_rank = lambda *a: calls.append(1) or original(*a)

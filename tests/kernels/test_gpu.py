@@ -1,5 +1,6 @@
 """On a CUDA GPU: every encoding decodes exactly, trains in fp16 and bf16, runs its GPU
-kernels exactly, and goes through ``fairseq-train --fp16`` / ``fairseq-generate --fp16``.
+kernels exactly (through the plugin and through ``fairseq_posenc.nn``), and goes through
+``fairseq-train --fp16`` / ``fairseq-generate --fp16``.
 
 Skipped where CUDA is absent (CI has no GPU). Run on a GPU machine with
 ``python -m pytest tests/kernels/test_gpu.py -v``; a session with a GPU quotes its output in its
@@ -314,3 +315,39 @@ def test_fused_rows_at_a_training_shape(dtype, causal, dropout_p):
     tol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     for n, (a, b) in enumerate(zip(got, ref)):
         assert (a - b).abs().max() < tol * b.abs().max(), n
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("encoding", ["t5", "shaw", "xl", "huang1"])
+def test_the_torch_api_runs_the_fused_kernels(encoding, dtype):
+    """``fairseq_posenc.nn``'s layers in half precision take the fused kernel in every
+    layer, as the plugin's do, and give the numbers of the same layers in float32 (torch's
+    paths) to half precision; decoding step by step through a ``DecodingCache`` gives the
+    full forward's."""
+    import fairseq_posenc.nn as posenc
+    from tests.support.distance_kernel import counting_calls
+
+    torch.manual_seed(0)
+    stack = posenc.PositionStack(encoding, num_layers=2, embed_dim=64, num_heads=4,
+                                 causal=True)
+    layers = torch.nn.ModuleList(posenc.PositionalSelfAttention(64, 4, stack, layer=i,
+                                                                causal=True)
+                                 for i in range(2)).to(CUDA)
+
+    def run(x, cache=None):
+        for attn in layers:
+            x = x + attn(x, cache=cache)
+        return x
+
+    x = torch.randn(3, 40, 64, device=CUDA)
+    with torch.no_grad():
+        want = run(x)
+        layers.to(dtype)
+        with counting_calls() as calls:
+            got = run(x.to(dtype)).float()
+        cache = posenc.DecodingCache()
+        steps = torch.cat([run(x[:, t:t + 1].to(dtype), cache) for t in range(8)], 1)
+    assert len(calls) == 2
+    scale = want.abs().max()
+    assert (got - want).abs().max() < 3e-2 * scale
+    assert (steps.float() - got[:, :8]).abs().max() < 3e-2 * scale

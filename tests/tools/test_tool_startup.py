@@ -3,9 +3,10 @@
 Each check runs in a fresh interpreter (``sys.modules`` of this test process holds fairseq
 already): every console script of setup.py answers ``--help`` without importing fairseq (and
 the text-only tools without torch), with a help text for every option and no Sphinx markup;
-``posenc-score`` scores without fairseq; ``import fairseq_posenc`` imports neither. The
-plugin registers its model, architectures, tasks and checkpoint globals whether fairseq
-imports it as the ``--user-dir`` or the process imported the package first.
+``posenc-score`` scores without fairseq; ``import fairseq_posenc`` imports neither, and
+``import fairseq_posenc.nn`` no fairseq and no tool. The plugin registers its model,
+architectures, tasks and checkpoint globals whether fairseq imports it as the
+``--user-dir`` or the process imported the package first.
 """
 
 from __future__ import annotations
@@ -134,6 +135,22 @@ print(json.dumps(loaded()))
 """) == {"fairseq": False, "torch": False}
 
 
+def test_the_torch_api_imports_no_fairseq_and_no_tool():
+    """``fairseq_posenc.nn`` loads torch and the model core alone: no fairseq, none of the
+    tools' packages, not the plugin's fairseq glue."""
+    run = python(LOADED + """
+import json, sys
+import fairseq_posenc.nn
+glue = ("models", "attention", "architectures", "generation", "extrapolation", "build",
+        "input_positions", "checkpoint", "wmt", "compare", "benchmark", "experiment",
+        "evaluation", "inspection", "corpus", "hypotheses")
+ours = [m for m in sys.modules if m.split(".")[0] == "fairseq_posenc"]
+print(json.dumps({**loaded(), "glue": [m for m in ours if m.split(".")[1:2] and
+                                       m.split(".")[1] in glue]}))
+""")
+    assert run == {"fairseq": False, "torch": True, "glue": []}
+
+
 REGISTERED = """
 import argparse, json
 import torch.serialization
@@ -171,6 +188,7 @@ print(json.dumps({{"before": before["model"], **registered()}}))
     "fairseq_posenc.wmt.text",  # a module of ours that needs no fairseq
     "fairseq_posenc.models",  # one that imports fairseq itself, before it is complete
     "fairseq_posenc.attention",
+    "fairseq_posenc.nn",  # the torch-only API
 ])
 def test_package_first_then_fairseq_registers(tmp_path, first):
     assert python(f"""

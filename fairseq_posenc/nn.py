@@ -1,0 +1,353 @@
+"""Every position encoding of the package for any PyTorch model, in torch alone.
+
+Importing this module loads no fairseq and none of the tools; the layers run the plugin's
+planner and kernels (:mod:`fairseq_posenc.attention_core`), so their numbers are the
+plugin's, on CPU or GPU.
+
+* :class:`PositionalSelfAttention` -- self-attention with an attention-level encoding
+  (``t5``, ``shaw``, ``rope``, ...; any ``--pos-encoding`` name), over ``(batch, time,
+  embed_dim)``; the encoding's settings are keyword options under their Python names
+  (``shaw_clip=16``), each with the plugin's default (:func:`encoding_options`).
+* :class:`PositionStack` -- one stack's encoding, shared by its layers as the plugin's
+  stacks share it (T5's one table per stack; TUPE's terms computed once per forward).
+* :class:`DecodingCache` -- incremental decoding: each layer's keys and values so far and
+  the stack's position context; :meth:`DecodingCache.reorder` for beam search.
+* :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
+  ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
+* :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+from typing import Any, Iterator, Optional, Union
+
+import torch
+from torch import Tensor, nn
+
+from .attention_core import AttachedPositions, Buffer, PositionalAttentionCore, cached_length
+from .context import PositionContext, PositionScope
+from .encodings import ENCODINGS
+from .encodings.base import PositionEncoding
+from .encodings.flags import Flag
+from .encodings.registry import flag_owners
+from .encodings.rope import Rope
+from .positions import real_positions
+
+__all__ = ["DecodingCache", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
+           "choose_kernels", "encoding_names", "encoding_options"]
+
+#: ``--pos-kernels``: the kernels' choice for each module that has one (:func:`choose_kernels`).
+KERNEL_CHOICES = ("auto", "torch")
+
+
+def encoding_names(input_level: Optional[bool] = None) -> list[str]:
+    """Every encoding's name; ``input_level`` True or False: those added to the input
+    (:class:`PositionEmbedding`) or those inside attention (:class:`PositionalSelfAttention`)."""
+    return sorted(name for name, cls in ENCODINGS.items()
+                  if input_level is None or cls.at_input == input_level)
+
+
+def encoding_options(encoding: str) -> dict[str, Any]:
+    """The options of ``encoding`` with their defaults, by Python name (``--shaw-clip``:
+    ``shaw_clip``). None: derived from the layer (``max_len``, the head dimension)."""
+    return {flag.dest: flag.default for flag in _encoding_class(encoding).flags}
+
+
+def _encoding_class(name: str) -> type[PositionEncoding]:
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; choose one of: {', '.join(encoding_names())}")
+    return ENCODINGS[name]
+
+
+def _check_value(flag: Flag, value: Any) -> None:
+    """The option's type and choices (the flag's own check follows in ``check_args``)."""
+    if flag.choices is not None:
+        ok = value in flag.choices
+    elif flag.type is None:  # a switch
+        ok = isinstance(value, bool)
+    elif value is None:
+        ok = flag.default is None
+    elif flag.type is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif flag.type is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = True
+    if not ok:
+        want = (f"one of {', '.join(map(repr, flag.choices))}" if flag.choices is not None
+                else "True or False" if flag.type is None else
+                f"{'an' if flag.type is int else 'a'} {flag.type.__name__}")
+        raise ValueError(f"{flag.dest} must be {want}, got {value!r}")
+
+
+def encoding_arguments(cls: type[PositionEncoding], options: dict[str, Any],
+                       pos_layers: Optional[str] = None) -> argparse.Namespace:
+    """The settings ``cls.build`` reads: every option of the encoding at its default but
+    those in ``options``, checked as the plugin checks its flags. An option that is not
+    the encoding's is a ``TypeError`` that names the encoding it belongs to, if any, and
+    the valid ones."""
+    flags = {flag.dest: flag for flag in cls.flags}
+    unknown = [name for name in options if name not in flags]
+    if unknown:
+        owners = flag_owners()
+        named = [f"{name!r} (an option of {', '.join(owners[name])})" if name in owners
+                 else repr(name) for name in unknown]
+        valid = ", ".join(f"{dest}={flag.default!r}" for dest, flag in flags.items())
+        raise TypeError(f"encoding {cls.name!r} has no option {', '.join(named)}; its "
+                        f"options, with their defaults: {valid or 'none'}")
+    for name, value in options.items():
+        _check_value(flags[name], value)
+    values = {dest: flag.default for dest, flag in flags.items()}
+    values.update(options)
+    args = argparse.Namespace(pos_encoding=cls.name, pos_layers=pos_layers,
+                              random_positions=None, **values)
+    cls.check_args(args)
+    return args
+
+
+class PositionStack:
+    """The position encoding of one stack of self-attention layers (an encoder's, a
+    decoder's), built as the plugin builds a stack's: one module shared by all layers
+    (``t5``, ``alibi``, ``rope``, ``tupe_a``, ...), or one per layer (``shaw``,
+    ``diet_rel``, ...: :meth:`PositionEncoding.shares_layers`), and none in the layers
+    that ``pos_layers="first"`` leaves plain (by default ``"first"`` for ``t5_nob``,
+    ``at5``, ``at5_nob``, as AT5 translated; ``"all"`` for the others).
+
+    Give it to each layer: ``PositionalSelfAttention(embed_dim, num_heads, stack,
+    layer=i, causal=...)``. Each layer registers its encoding, so a shared module is a
+    submodule of each (its parameters counted once by ``parameters()``). A forward of the
+    whole stack inside :meth:`context` computes a content-free table shared by the layers
+    (T5's bias by distance, TUPE's projections) once instead of once per layer."""
+
+    def __init__(self, encoding: str, *, num_layers: int, embed_dim: int, num_heads: int,
+                 causal: bool, max_len: int = 1024, pos_layers: Optional[str] = None,
+                 **options: Any) -> None:
+        cls = _encoding_class(encoding)
+        if cls.at_input:
+            raise ValueError(
+                f"{encoding!r} is an input-level encoding, not a term of attention: add "
+                f"fairseq_posenc.nn.PositionEmbedding({encoding!r}, embed_dim) to the input "
+                "and use plain self-attention (PositionalSelfAttention with encoding=None). "
+                f"Attention-level encodings: {', '.join(encoding_names(False))}")
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
+        args = encoding_arguments(cls, options, pos_layers)
+        self.name, self.num_layers, self.causal = encoding, num_layers, causal
+        self.embed_dim, self.num_heads, self.max_len = embed_dim, num_heads, max_len
+        #: Per layer, its encoding (None: plain self-attention).
+        self.encodings: list[Optional[PositionEncoding]] = cls.build_stack(
+            args, num_layers, num_heads=num_heads, head_dim=embed_dim // num_heads,
+            causal=causal, max_positions=max_len)
+        self.scope = PositionScope()
+
+    def layer(self, index: int) -> AttachedPositions:
+        """The terms of layer ``index``, read through the stack's scope."""
+        return AttachedPositions.of(self.encodings[index], self.scope)
+
+    @contextlib.contextmanager
+    def context(self, cache: Optional["DecodingCache"] = None) -> Iterator[PositionContext]:
+        """One forward of the whole stack (a decoding step's: ``cache``'s context)."""
+        with self.scope.open(None if cache is None else cache.context) as ctx:
+            yield ctx
+
+
+class DecodingCache:
+    """What incremental decoding keeps between calls, for the layers it is passed to
+    (give one cache to every layer of a stack, at every step): each layer's keys and
+    values of every position so far and their padding (``(B, H, len, d_h)``, ``(B, len)``
+    True at padding), and one :class:`PositionContext` for the sequence, in which the
+    content-free tables are kept so that each step slices them. The context holds nothing
+    that depends on the batch, so :meth:`reorder` leaves it as it is."""
+
+    def __init__(self) -> None:
+        self.context = PositionContext(incremental=True)
+        self._buffers: dict[nn.Module, Buffer] = {}
+
+    def buffer(self, layer: nn.Module) -> Buffer:
+        """``layer``'s buffer (empty before its first call)."""
+        return self._buffers.setdefault(layer, {})
+
+    def __len__(self) -> int:
+        """The number of positions cached (the position of the next step's token)."""
+        return max((cached_length(b) for b in self._buffers.values()), default=0)
+
+    def reorder(self, order: Tensor) -> "DecodingCache":
+        """Keep the rows ``order`` of every buffer (beam search: the hypotheses that
+        continue, each as often as it is extended); returns the cache."""
+        for buffer in self._buffers.values():
+            for name, value in buffer.items():
+                if value is not None:
+                    buffer[name] = value.index_select(0, order.to(value.device))
+        return self
+
+
+def causal_mask(q_len: int, k_len: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``(q_len, k_len)``: ``-inf`` where key ``j`` comes after query ``i``, which sits at
+    ``k_len - q_len + i``; 0 elsewhere."""
+    return torch.full((q_len, k_len), float("-inf"), dtype=dtype,
+                      device=device).triu(k_len - q_len + 1)
+
+
+class PositionalSelfAttention(PositionalAttentionCore, nn.Module):
+    """Multi-head self-attention with an attention-level position encoding: the plugin's
+    computation (:class:`~fairseq_posenc.attention_core.PositionalAttentionCore`) with
+    projections and attention dropout of its own.
+
+    ``encoding``: an encoding's name (the layer builds it, with ``options`` and
+    ``max_len``, the longest sequence an absolute table covers and the default of a
+    relative table's clip), a :class:`PositionStack` (the layer reads its layer ``layer``;
+    options belong to the stack), or None (plain self-attention). ``causal``: a decoder's
+    self-attention (each position sees those before it; the encodings' causal forms).
+    The projections are named and initialised as fairseq's ``MultiheadAttention``'s;
+    ``low_rank_kernel`` and ``distance_kernel`` are the plugin's kernel switches."""
+
+    def __init__(self, embed_dim: int, num_heads: int,
+                 encoding: Union[str, PositionStack, None], *, causal: bool,
+                 max_len: int = 1024, dropout: float = 0.0, layer: int = 0,
+                 **options: Any) -> None:
+        nn.Module.__init__(self)
+        if isinstance(encoding, PositionStack):
+            if options:
+                raise TypeError(f"options {sorted(options)} belong to the PositionStack")
+            mismatch = {name: (mine, getattr(encoding, name))
+                        for name, mine in (("embed_dim", embed_dim), ("num_heads", num_heads),
+                                           ("causal", causal))
+                        if getattr(encoding, name) != mine}
+            if mismatch:
+                raise ValueError(f"the layer and its PositionStack differ: {mismatch}")
+        elif encoding is not None:
+            encoding = PositionStack(encoding, num_layers=1, embed_dim=embed_dim,
+                                     num_heads=num_heads, causal=causal, max_len=max_len,
+                                     **options)
+            if layer:
+                raise ValueError("layer is an index into a PositionStack")
+        elif options:
+            raise TypeError(f"plain self-attention has no options, got {sorted(options)}")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.head_dim = embed_dim // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.causal = causal
+        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
+            nn.Linear(embed_dim, embed_dim) for _ in range(4))
+        for proj in (self.q_proj, self.k_proj, self.v_proj):  # fairseq's initialisation
+            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.out_proj.bias)
+        self.dropout_module = nn.Dropout(dropout)
+        self.low_rank_kernel = "auto"
+        self.distance_kernel = "auto"
+        positions = (AttachedPositions.of(None, PositionScope()) if encoding is None
+                     else encoding.layer(layer))
+        self._positions = positions
+        #: The encoding, registered here (a shared one in every layer that reads it).
+        self.position_encoding = positions.encoding
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
+                cache: Optional[DecodingCache] = None) -> Tensor:
+        """``x``: ``(batch, time, embed_dim)``; ``padding_mask``: ``(batch, time)``, True
+        at padding (``key_padding_mask``'s convention). Returns ``(batch, time,
+        embed_dim)``. With ``cache``, ``x`` holds the positions after those the cache
+        holds (a decoding step: one), which attend to the cached ones too, and the cache
+        is extended in place; the outputs equal those of the full forward over the whole
+        sequence."""
+        query = x.transpose(0, 1)
+        saved = None if cache is None else cache.buffer(self)
+        q_len = x.size(1)
+        mask = None
+        if self.causal and q_len > 1:
+            mask = causal_mask(q_len, cached_length(saved) + q_len, x.dtype, x.device)
+        if cache is None or self.scope.context is cache.context:
+            out = self.attend(query, padding_mask, mask, saved)[0]
+        else:
+            with self.scope.open(cache.context):
+                out = self.attend(query, padding_mask, mask, saved)[0]
+        return out.transpose(0, 1)
+
+
+def sinusoid_table(length: int, dim: int) -> Tensor:
+    """fairseq's sinusoids of positions ``0 .. length - 1``, ``(length, dim)``: sines then
+    cosines of ``p w_i``, ``w_i = 10000^(-i/(h-1))``, ``h = dim // 2``; a zero column
+    for an odd ``dim`` (``encodings/input.py`` says how this differs from the paper)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float) * -(math.log(10000) / (half - 1)))
+    angles = torch.arange(length, dtype=torch.float)[:, None] * freq[None, :]
+    table = torch.cat([angles.sin(), angles.cos()], dim=1)
+    return torch.cat([table, table.new_zeros(length, 1)], dim=1) if dim % 2 else table
+
+
+class PositionEmbedding(nn.Module):
+    """An input-level encoding: embeddings of the positions to add to the input ``x``.
+
+    ``sinusoidal`` (fairseq's sinusoids, :func:`sinusoid_table`), ``learned`` (a
+    ``max_len x embed_dim`` table, N(0, 1/embed_dim) as fairseq's), ``none`` (zeros) and
+    ``shape`` (the sinusoids at every position shifted by ``k ~ U{0..shape_max_shift}``
+    per sequence in training, unshifted in evaluation). Positions count real tokens from
+    0 (fairseq's embeddings read row ``padding_idx + 1 + p`` of their tables: a constant
+    shift of the sinusoids)."""
+
+    def __init__(self, encoding: str, embed_dim: int, max_len: int = 1024,
+                 **options: Any) -> None:
+        super().__init__()
+        cls = _encoding_class(encoding)
+        if not cls.at_input:
+            raise ValueError(
+                f"{encoding!r} is an attention-level encoding, no embedding of the input: "
+                f"use PositionalSelfAttention(embed_dim, num_heads, {encoding!r}, causal=...). "
+                f"Input-level encodings: {', '.join(encoding_names(True))}")
+        args = encoding_arguments(cls, options)
+        self.encoding, self.embed_dim, self.max_len = encoding, embed_dim, max_len
+        self.none, self.learned = cls.fairseq_flags  # (no embeddings, a learned table)
+        self.draw = cls.position_draw(args)  # shape's shift in training, else None
+        if self.learned:
+            self.weight = nn.Parameter(torch.empty(max_len, embed_dim))
+            nn.init.normal_(self.weight, mean=0.0, std=embed_dim ** -0.5)
+        elif not self.none:
+            self.register_buffer("table", sinusoid_table(max_len, embed_dim), persistent=False)
+
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
+                offset: int = 0) -> Tensor:
+        """The embeddings of the positions of ``x`` (``(batch, time, ...)``), in its dtype:
+        ``(time, embed_dim)`` where every row has the positions ``offset .. offset + time
+        - 1``, else ``(batch, time, embed_dim)`` (padding: the count of real tokens, zero
+        rows at padding; shape's shift in training). ``offset``: the positions before
+        ``x``, for a decoding step (``len(cache)``)."""
+        batch, length = x.shape[:2]
+        positions = offset + (real_positions(padding_mask, length, x.device)
+                              if padding_mask is not None
+                              else torch.arange(length, device=x.device))
+        if self.training and self.draw is not None:
+            mask = (padding_mask if padding_mask is not None
+                    else torch.zeros(batch, length, dtype=torch.bool, device=x.device))
+            positions = self.draw(mask.to(torch.bool))
+        if self.none:
+            return x.new_zeros(*positions.shape, self.embed_dim)
+        largest = int(positions.max()) if positions.numel() else 0
+        if self.learned:
+            if largest >= self.max_len:
+                raise ValueError(f"position {largest} is beyond the learned table's "
+                                 f"{self.max_len} rows: build it with a larger max_len")
+            rows = self.weight[positions]
+        else:
+            if largest >= self.table.size(0):  # sinusoids of any position
+                self.table = sinusoid_table(2 * largest + 1, self.embed_dim).to(self.table)
+            rows = self.table[positions]
+        if padding_mask is not None:
+            rows = rows.masked_fill(padding_mask.to(torch.bool)[..., None], 0.0)
+        return rows.to(x.dtype)
+
+
+def choose_kernels(model: nn.Module, choice: str) -> None:
+    """``--pos-kernels``: ``"auto"``, each attention's ``distance_kernel`` and each RoPE's
+    ``kernel`` picks the Triton kernel where it applies and was verified; ``"torch"``,
+    the float mask (or the explicit path) and the complex product everywhere."""
+    if choice not in KERNEL_CHOICES:
+        raise ValueError(f"--pos-kernels must be one of {', '.join(KERNEL_CHOICES)}, "
+                         f"got {choice!r}")
+    for module in model.modules():
+        if isinstance(module, PositionalAttentionCore):
+            module.distance_kernel = "auto" if choice == "auto" else "bias"
+        elif isinstance(module, Rope):
+            module.kernel = "auto" if choice == "auto" else "complex"
