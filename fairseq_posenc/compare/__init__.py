@@ -13,6 +13,9 @@ sacreBLEU against the baseline (the first encoding unless ``--baseline``). The p
 * :mod:`.plan` -- the runs (encoding x seed), their paths and ``fairseq-train`` arguments;
 * :mod:`.execute` -- training, translation, scoring and inspection of each run, resumable,
   through the runner that ``posenc-reproduce`` uses (:mod:`fairseq_posenc.experiment`);
+* :mod:`.convergence` -- whether each run was still improving when its training stopped,
+  and the report's marker of a difference that may be training speed;
+* :mod:`.budget` -- a larger ``--max-update`` on a finished comparison: its runs continue;
 * :mod:`.summary` and :mod:`.report` -- ``report.json``, ``report.md`` and the offline
   ``report/index.html``;
 * :mod:`.cli` -- the command line.

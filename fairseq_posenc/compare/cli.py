@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..experiment.checkpoints import check_rule
-from . import data, execute, plan, report, settings as settings_mod, summary
+from . import budget, convergence, data, execute, plan, report, settings as settings_mod, summary
 from .execute import say
 from .settings import DEFAULT_CLEANING, RECIPES, SIZES, Settings
 
@@ -33,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
                     "the baseline, inspected; a report that says which differences are real.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Rerun the same command to resume; add encodings or raise --seeds to train "
-               "only the new runs. docs/compare.md explains the report.")
+               "only the new runs; raise --max-update to continue every run from its last "
+               "checkpoint. docs/compare.md explains the report.")
     p.add_argument("out", type=Path, metavar="OUT",
                    help="the comparison's directory: settings, data, runs, report")
     p.add_argument("--data", type=Path, required=True,
@@ -56,7 +57,10 @@ def parser() -> argparse.ArgumentParser:
                    help="train seeds 1..N of every encoding (default 1; 3 or more to tell a "
                         "difference from training noise)")
     stop = p.add_mutually_exclusive_group(required=True)
-    stop.add_argument("--max-update", type=int, metavar="U", help="train every run for U updates")
+    stop.add_argument("--max-update", type=int, metavar="U",
+                      help=f"train every run for U updates, validating every "
+                           f"{100 // convergence.VALIDATIONS}%% of them; "
+                           "raise it on a finished comparison to continue its runs")
     stop.add_argument("--max-epoch", type=int, metavar="E", help="train every run for E epochs")
     p.add_argument("--train-args", default="", metavar='"ARGS"',
                    help="more fairseq-train flags, the same for every run, after the --size "
@@ -179,10 +183,13 @@ def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[s
                     "untranslated (counted in the report)")
 
 
-def start(out: Path, new: Settings, force: bool) -> None:
-    """Stop if ``out`` holds a comparison with other settings (unless ``force``)."""
+def start(out: Path, new: Settings, force: bool, report_only: bool = False) -> None:
+    """Stop if ``out`` holds a comparison with other settings (unless ``force``); a larger
+    ``--max-update`` alone continues its runs (:func:`.budget.change`)."""
     old = settings_mod.read(out / "settings.json")
     if old is None or old == new:
+        return
+    if not force and budget.change(out, old, new, report_only, say):
         return
     if not force:
         raise SystemExit("posenc-compare: " + str(out) + " holds a comparison with other "
@@ -219,7 +226,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise SystemExit("posenc-compare: no CUDA GPU here: pass --cpu to train on the CPU")
     if args.report_only and settings_mod.read(args.out / "settings.json") is None:
         raise SystemExit(f"posenc-compare: {args.out} has no comparison to report on")
-    start(args.out, settings, args.force)
+    start(args.out, settings, args.force, args.report_only)
+    if note := convergence.epochs_note(settings.max_epoch):
+        say(f"note: {note}")
     corpus = data.corpus(settings, args.out, args.workers, say)
     check_lengths(settings, corpus, encodings)
     settings_mod.write(args.out / "settings.json", settings)

@@ -30,6 +30,7 @@ from ..experiment.fairseq_run import logged_to, run_fairseq
 from ..experiment.trainlog import last_update, words_per_second
 from ..experiment.translate import translate
 from ..wmt.common import read_lines, write_text_atomic
+from .budget import earlier
 from .data import Corpus, inspect_sentence
 from .plan import Run, train_args
 from .settings import Settings
@@ -123,6 +124,7 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
     speeds = [v for v in map(words_per_second, run.train_logs(out)) if v is not None]
     write_text_atomic(marker, json.dumps({
         "checkpoint": str(checkpoint), "last_update": last_update(log),
+        "budgets": [e["max_update"] for e in earlier(run.dir(out))] + [settings.max_update],
         "words_per_second": statistics.median(speeds) if speeds else None,
         "seconds_this_part": round(time.monotonic() - started, 1)}, indent=1) + "\n")
 

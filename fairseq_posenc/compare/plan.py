@@ -4,12 +4,15 @@ A run is one encoding and one seed. Runs are ordered seed by seed (every encodin
 seed, then every encoding's second, ...), so an interrupted comparison has results for
 every encoding as early as it can. Every run's ``fairseq-train`` gets the same flags
 (:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding and the
-seed differ, and seed ``k`` is the same for every encoding.
+seed differ, and seed ``k`` is the same for every encoding. Under ``--max-update`` every
+run validates often enough for the report to say whether it was still improving
+(:func:`.convergence.validation_flags`).
 
 ``OUT/runs/ENCODING/seedK/``: ``checkpoints/`` (fairseq's save directory), ``train.log``
 (and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
 finished, ``tests/SPLIT/`` (fairseq-generate's output and log, the detokenized
-hypotheses, ``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures).
+hypotheses, ``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures);
+``budgetU/`` keeps those of an earlier ``--max-update U`` (:mod:`.budget`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Sequence
 
 from ..experiment.checkpoints import interval_flags
 from ..experiment.fairseq_run import USER_DIR
+from .convergence import validation_flags
 from .data import Corpus
 from .settings import Settings
 
@@ -78,6 +82,7 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path) -> list[
         "--arch", arch(settings, run.encoding), "--seed", str(run.seed),
         "--save-dir", str(run.save_dir(out)), "--no-epoch-checkpoints",
         "--log-format", "simple", "--log-interval", "50",
+        *validation_flags(settings.max_update),
         *interval_flags(settings.checkpoint, settings.max_update or 0),
         *settings.fairseq_train_flags(),
     ]

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..wmt.common import write_text_atomic
 from ..wmt.tables import READING
-from . import plots
+from . import budget, convergence, plots
 
 Block = tuple  # ("h1"/"h2"/"h3", text) | ("p", text) | ("table", header, rows) | ("img", path, alt)
 
@@ -68,7 +68,8 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
     blocks: list[Block] = [
         ("h1", f"Position encodings on {s['data']}: {s['source_lang']} → {s['target_lang']}"),
         ("p", f"{len(report['encodings'])} encodings × {seeds}, baseline "
-              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` for {stop} with "
+              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` for {stop}"
+              f"{budget.note(report)} with "
               f"the same data, flags and seed k for its k-th run, evaluates the checkpoint "
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
               f"is scored with {report['metric']} against the raw references."),
@@ -91,7 +92,8 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
         blocks.append(("table", ["encoding", "BLEU", "chrF", f"Δ BLEU vs {baseline}",
                                  "p (BLEU)", f"Δ chrF", "p (chrF)", "parameters added",
                                  "time per word"],
-                       [[f"`{r['encoding']}`", _mean_sd(r["bleu_mean"], r["bleu_sd"], r["n"]),
+                       [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving")),
+                         _mean_sd(r["bleu_mean"], r["bleu_sd"], r["n"]),
                          _mean_sd(r["chrf_mean"], r["chrf_sd"], r["n"]),
                          _signed(_delta(r, base, "bleu_mean")),
                          _p(r["p_value"], r["significant"], _delta(r, base, "bleu_mean")),
@@ -103,6 +105,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                        "better. `time per word`: training time per word over the baseline's, "
                        "from fairseq's words per second (same machine, runs one after the "
                        "other)."))
+        blocks += convergence.notes(rows, s)
         if rows[0]["buckets"]:
             first = rows[0]["buckets"]
             beyond = (" (the last column: sources longer than every training source, in "
@@ -110,12 +113,14 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
             blocks.append(("h3", f"By source length in Moses tokens{beyond}"))
             blocks.append(("table", ["encoding"] + [f"{b['label']} n={b['sentences']}"
                                                    for b in first],
-                           [[f"`{r['encoding']}`"] + [
+                           [[convergence.marked(f"`{r['encoding']}`",
+                                                r.get("still_improving"))] + [
                                f"{_num(b['bleu'])} / {_num(b['chrf'])}"
                                + (f" ({b['untranslated']} untranslated)" if b["untranslated"]
                                   else "") for b in r["buckets"]] for r in rows]))
             blocks.append(("p", "Each cell: BLEU / chrF of the sentences in that bin, the mean "
                                 "over seeds; a bin's BLEU compares encodings, not bins."))
+            blocks += convergence.notes(rows, s)
     for name, alt in (("lengths.png", "BLEU and chrF by source length"),
                       ("validation.png", "validation loss of every run")):
         if name == "validation.png":
@@ -123,12 +128,15 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
         if (pictures / name).exists():
             blocks.append(("img", pictures / name, alt))
     blocks.append(("table", ["encoding", "seed", "checkpoint", "words per second",
-                             *(f"{t} BLEU / chrF" for t in s["tests"])],
-                   [[f"`{r['encoding']}`", str(r["seed"]), f"`{_short(r['checkpoint'])}`",
+                             *(f"{t} BLEU / chrF" for t in s["tests"]), "still improving"],
+                   [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving")),
+                     str(r["seed"]), f"`{_short(r['checkpoint'])}`",
                      _num(r["words_per_second"], 0),
                      *(f"{r['tests'][t]['bleu']:.2f} / {r['tests'][t]['chrf']:.2f}"
-                       if t in r["tests"] else "not yet" for t in s["tests"])]
+                       if t in r["tests"] else "not yet" for t in s["tests"]),
+                     convergence.cell(r)]
                     for r in report["runs"]]))
+    blocks += convergence.notes(report["runs"], s, runs=True)
     if inspect:
         blocks.append(("h2", "What each encoding learned"))
         blocks.append(("links", [(f"{e}: posenc-inspect's pictures (seed 1)", p)

@@ -4,7 +4,8 @@ A comparison grows: a rerun into the same ``OUT`` may add encodings or seeds (on
 runs train) and may change what the report shows (the baseline, the length bins). Every
 other setting decides what a run computes, so a rerun with a different value would mix
 runs that are not comparable: :func:`differences` names them and the command stops before
-training (``--force`` starts over).
+training (``--force`` starts over). A larger ``--max-update`` is the exception: the
+runs continue from their last checkpoint (:mod:`.budget`).
 
 The recipes per model size are the flags every ``fairseq-train`` gets before the user's
 ``--train-args``: ``tiny`` is the demo's (2+2 layers, 128 wide; trains on a CPU in

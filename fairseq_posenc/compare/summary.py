@@ -14,7 +14,9 @@ time from whatever has finished. Per split and encoding:
 * the parameters the encoding adds over the baseline (``posenc-params``' count of the
   trained architecture, every run's flags included) and its training time per word over
   the baseline's (words per second from fairseq's log, median per run, mean over seeds;
-  runs on the same machine, one after the other, so the ratio carries that machine's noise).
+  runs on the same machine, one after the other, so the ratio carries that machine's noise);
+* whether a run of the encoding or of the baseline was still improving when its training
+  stopped (:mod:`.convergence`; each run's verdict and its budgets are in its record).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, c
                           score)
 from ..experiment.trainlog import validation_losses
 from ..wmt.common import read_lines, write_text_atomic
+from . import budget, convergence
 from .data import Corpus, TestSplit, source_lengths
 from .execute import METRIC
 from .plan import Run, arch, runs as plan_runs
@@ -64,7 +67,9 @@ def run_records(out: Path, settings: Settings, runs: Sequence[Run]) -> list[dict
             "finished": bool(trained) and len(tests) == len(settings.tests),
             "validation": [list(v) for log in run.train_logs(out)
                            for v in validation_losses(log)],
+            **budget.history(run.dir(out), settings.max_update, bool(trained)),
         })
+    convergence.annotate(records)
     return records
 
 
@@ -158,7 +163,8 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
                                 if speed.get(encoding) and speed.get(baseline) else None),
                 "words_per_second": speed[encoding],
                 "buckets": buckets(results, test, corpus, bins, beyond),
-                "beyond_training": len(beyond), "sentences": test.sentences})
+                "beyond_training": len(beyond), "sentences": test.sentences,
+                **convergence.row_flag(records, [encoding, baseline])})
     any_result = next((_json(r.result(out, t.name)) for t in corpus.tests for r in runs
                        if r.result(out, t.name).exists()), None)
     return {

@@ -198,6 +198,8 @@ def test_a_table_of_positions_shorter_than_the_training_data_is_refused(raw, tmp
 
 
 def test_a_rerun_with_other_settings_stops_and_names_them(raw, tmp_path, capsys):
+    # a larger --max-update alone continues the runs (test_compare_convergence.py); with
+    # another difference it is one of the differences named
     out = tmp_path / "cmp"
     parsed = cli.parser().parse_args(base_args(out, raw, "--encodings", "t5"))
     settings_mod.write(out / "settings.json", cli.settings_of(parsed, cli.parser()))
