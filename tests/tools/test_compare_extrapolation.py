@@ -347,3 +347,16 @@ def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
         assert (out / "report" / f"extrapolation-{split}.png").is_file()
     assert "report: relative length bins scored in" in done.stderr
     assert "report: extrapolation plots drawn in" in done.stderr
+
+    # a variant added on a rerun: only its translations are made
+    before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*") if p.is_file()}
+    again = subprocess.run([*command, "ntk2=rope:--rope-scaling ntk --rope-scaling-factor 2"],
+                           capture_output=True, text=True, env=cu.subprocess_env(), timeout=600)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert "rope seed 1: finished before, kept" in again.stderr
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    new = {p.parent.name for p in (out / "runs").rglob("result.json") if p not in before}
+    assert new == {"test@ntk2", "test_long@ntk2"}
+    report = json.loads((out / "report.json").read_text())
+    assert [r["encoding"] for r in report["summary"] if r["split"] == "test"] == [
+        "rope", "rope+yarn-4", "ntk2"]
