@@ -114,7 +114,8 @@ for row in report["summary"]:
                      for b in row["buckets"] if b["sentences"])
     print(f"[demo]            BLEU by source length: {bins}")
     if row.get("extrapolation"):
-        rel = "  ".join(f"({e['bin'][0]}, {e['bin'][1] or 'inf'}] n={e['n']}: {e['bleu']}"
+        rel = "  ".join((f"({e['bin'][0]}, {e['bin'][1]}]" if e["bin"][1] else
+                         f"({e['bin'][0]}, inf)") + f" n={e['n']}: {e['bleu']}"
                         for e in row["extrapolation"] if e["n"])
         print(f"[demo]            BLEU by source length / N: {rel}")
 if report.get("train_max_len"):
