@@ -150,7 +150,7 @@ def test_each_bin_is_scored_as_sacrebleu_scores_its_sentences(prepared, tmp_path
 
 
 @pytest.mark.parametrize("n", [8, 20, 40])
-def test_kept_and_dropped_pairs_are_a_plain_counts(prepared, n):
+def test_kept_and_dropped_pairs_are_what_a_plain_loop_counts(prepared, n):
     limit = extrapolation.train_limit(corpus_of(prepared), n)
     kept, dropped, longest_source = kept_by_loop(prepared / "raw", n)
     assert (limit.kept, limit.dropped, limit.longest_source) == (kept, dropped, longest_source)
