@@ -15,6 +15,9 @@
 #   DEMO_UPDATES    training updates (default 1000)
 #   DEMO_REBUILD=1  re-create the corpus and its prepared data even if they are up to date
 #   DEMO_RETRAIN=1  train again even if this encoding's run has finished with these settings
+#   DEMO_TRAIN_MAX_LEN=N  the extrapolation study: train only on the pairs of at most N
+#                   subword tokens per side (posenc-compare --train-max-len; 16 keeps 12,252
+#                   of the 20,000 pairs) and score both test splits in bins relative to N
 #
 # Steps: environment; toy corpus (with a test_long split of sentences longer than any
 # training sentence); tokenize + clean + BPE + binarize (posenc-prepare-corpus, once for
@@ -41,6 +44,8 @@ DEMO_DIR="${DEMO_DIR:-$ROOT/data/demo}"
 mkdir -p "$DEMO_DIR"
 DEMO_DIR="$(cd "$DEMO_DIR" && pwd)"
 UPDATES="${DEMO_UPDATES:-1000}"
+STUDY=()
+[ -n "${DEMO_TRAIN_MAX_LEN:-}" ] && STUDY=(--train-max-len "$DEMO_TRAIN_MAX_LEN")
 
 N_STEPS=4
 step() { echo "[demo] step $1/$N_STEPS: $2"; }
@@ -91,7 +96,7 @@ step 3 "posenc-compare: train transformer_tiny_$ENCODING for $UPDATES updates, t
 # --force: a rerun with other training flags starts this encoding's comparison over;
 # with the same flags, a finished run is kept.
 posenc-compare "$OUT" --data "$PREPARED" -s en -t de --encodings "$ENCODING" --size tiny \
-    --max-update "$UPDATES" --test test test_long --cpu --force --train-args="$*"
+    --max-update "$UPDATES" --test test test_long --cpu --force "${STUDY[@]}" --train-args="$*"
 
 step 4 "summary"
 python - "$OUT/report.json" "$ENCODING" "$SECONDS" <<'PY'
@@ -108,6 +113,15 @@ for row in report["summary"]:
     bins = "  ".join(f"{b['label']} n={b['sentences']}: {b['bleu']}"
                      for b in row["buckets"] if b["sentences"])
     print(f"[demo]            BLEU by source length: {bins}")
+    if row.get("extrapolation"):
+        rel = "  ".join((f"({e['bin'][0]}, {e['bin'][1]}]" if e["bin"][1] else
+                         f"({e['bin'][0]}, inf)") + f" n={e['n']}: {e['bleu']}"
+                        for e in row["extrapolation"] if e["n"])
+        print(f"[demo]            BLEU by source length / N: {rel}")
+if report.get("train_max_len"):
+    limit = report["train_max_len"]
+    print(f"[demo] --train-max-len {limit['n']}: trained on {limit['kept']:,} pairs, "
+          f"{limit['dropped']:,} dropped")
 print(f"[demo] sacreBLEU: {report['signatures']['bleu']} (BLEU), "
       f"{report['signatures']['chrf']} (chrF); {report['decoding']}")
 PY

@@ -18,6 +18,10 @@ sacreBLEU against the baseline (the first encoding unless ``--baseline``). The p
 * :mod:`.budget` -- a larger ``--max-update`` on a finished comparison: its runs continue;
 * :mod:`.summary` and :mod:`.report` -- ``report.json``, ``report.md`` and the offline
   ``report/index.html``;
+* :mod:`.extrapolation` -- ``--train-max-len``: the training pairs kept and dropped, the
+  test splits scored in bins relative to the limit, their tables and plots;
+* :mod:`.variants` -- ``--variants``: an encoding's checkpoints translated with more
+  ``fairseq-generate`` flags (RoPE's rescalings), rows of their own;
 * :mod:`.cli` -- the command line.
 
 ``docs/compare.md`` explains the report.

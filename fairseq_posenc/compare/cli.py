@@ -6,7 +6,8 @@ inspected, with a report that says which differences are real.
 
 Everything that can be checked is checked before any training (the data's files and line
 counts, the encodings and architectures, the baseline, a GPU unless ``--cpu``, tables of
-absolute positions long enough for the training data, a rerun's settings against
+absolute positions long enough for the training data, a ``--train-max-len`` that leaves
+enough training pairs, the ``--variants`` and the flags they add, a rerun's settings against
 ``OUT/settings.json``). ``docs/compare.md`` explains the report.
 """
 
@@ -20,7 +21,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..experiment.checkpoints import check_rule
-from . import budget, convergence, data, execute, plan, report, settings as settings_mod, summary
+from . import (budget, convergence, data, execute, extrapolation, plan, report,
+               settings as settings_mod, summary, variants as variants_mod)
 from .execute import say
 from .settings import DEFAULT_CLEANING, RECIPES, SIZES, Settings
 
@@ -86,6 +88,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bins", nargs="+", type=int, metavar="EDGE",
                    help="length bins of the report: upper edges in source Moses tokens, "
                         "ascending, the last bin open-ended (default: AT5's 20 40 ... 120)")
+    p.add_argument("--train-max-len", type=int, metavar="N",
+                   help="train only on the pairs of at most N tokens per side (subwords and "
+                        "the end of sentence, --task translation_extrapolation), and score "
+                        "every test split in bins of source length relative to N")
+    p.add_argument("--variants", nargs="+", action="extend", default=[],
+                   metavar='"[LABEL=]ENC:FLAGS"',
+                   help="an encoding's checkpoints translated with more fairseq-generate "
+                        "flags, no retraining, a row of its own (LABEL, or ENC+ the flags' "
+                        "values): \"rope:--rope-scaling yarn --rope-scaling-factor 4\" is "
+                        "the row rope+yarn-4")
     p.add_argument("--workers", type=int, default=2,
                    help="processes for tokenization and BPE (default 2)")
     p.add_argument("--report-only", action="store_true",
@@ -101,6 +113,8 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.train_max_len is not None and args.train_max_len < 2:
+        p.error("--train-max-len counts the end of sentence too: give at least 2")
     try:
         check_rule(args.checkpoint)
     except ValueError as e:
@@ -123,7 +137,7 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         arch_prefix=args.arch_prefix or SIZES[args.size], recipe=RECIPES[args.size],
         train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
         valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
-        bpe_merges=args.bpe_merges, cleaning=cleaning)
+        bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len)
 
 
 def check_models(settings: Settings, encodings: Sequence[str]) -> None:
@@ -148,16 +162,18 @@ def check_models(settings: Settings, encodings: Sequence[str]) -> None:
                          f"--arch-prefix must be one of {', '.join(prefixes)} (or --size)")
 
 
-def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[str]) -> None:
-    """A table of absolute positions must cover every training and validation sentence
-    (stop, naming the flag); test sources beyond it are left untranslated and counted."""
+def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[str],
+                  train_longest: Optional[int] = None) -> None:
+    """A table of absolute positions must cover every training sentence (``train_longest``
+    tokens when given) and validation sentence (stop, naming the flag); test sources beyond
+    it are left untranslated and counted."""
     from fairseq.models.transformer import (DEFAULT_MAX_SOURCE_POSITIONS,
                                             DEFAULT_MAX_TARGET_POSITIONS)
 
     from ..build import model_args
     from ..extrapolation import length_limits
 
-    need = max(data.longest(corpus, "train"), data.longest(corpus, "valid"))
+    need = max(train_longest or data.longest(corpus, "train"), data.longest(corpus, "valid"))
     flags = settings.fairseq_train_flags()
     for encoding in encodings:
         args = model_args(plan.arch(settings, encoding), flags)
@@ -218,8 +234,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             bins = bins_from_edges(args.bins)
         except ValueError as e:
             p.error(f"--bins: {e}")
+    try:
+        variants = [variants_mod.parse(spec) for spec in args.variants]
+    except ValueError as e:
+        p.error(str(e))
     data.check(settings)
     check_models(settings, encodings)
+    variants_mod.check(variants, encodings, settings)
     if not settings.cpu:
         import torch
         if not torch.cuda.is_available():
@@ -230,16 +251,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if note := convergence.epochs_note(settings.max_epoch):
         say(f"note: {note}")
     corpus = data.corpus(settings, args.out, args.workers, say)
-    check_lengths(settings, corpus, encodings)
+    limit = (extrapolation.train_limit(corpus, settings.train_max_len)
+             if settings.train_max_len else None)
+    if limit:
+        extrapolation.check_train_limit(limit)
+    check_lengths(settings, corpus, encodings, limit.longest if limit else None)
     settings_mod.write(args.out / "settings.json", settings)
     runs = plan.runs(encodings, args.seeds)
     if not args.report_only:
         execute.run_all(settings, corpus, runs, args.out)
+        variants_mod.translate_all(settings, corpus, runs, variants, args.out)
     say("report: scoring, significance, pictures")
     params = plan.parameter_counts(settings, corpus, encodings, args.out / "params.json")
     from ..evaluation import AT5_BINS
     built = summary.build(args.out, settings, corpus, encodings, args.seeds, baseline,
-                          bins or AT5_BINS, params)
+                          bins or AT5_BINS, params, limit=limit, variants=variants)
     summary.write(args.out / "report.json", built)
     inspect = {e: r.inspect_dir(args.out) / "index.html" for e in encodings
                for r in runs if r.encoding == e and r.seed == 1

@@ -168,19 +168,24 @@ def _watching(log: Path, max_update: Optional[int],
 
 
 def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: bool,
-             step: Callable[[str], None]) -> None:
+             step: Callable[[str], None], *, name: Optional[str] = None,
+             task: str = "translation", flags: Sequence[str] = ()) -> None:
     """Translate ``test`` with beam 10 and length penalty 0.6, every sentence, and score the
-    detokenized output with sacreBLEU against the raw references."""
-    result = run.result(out, test.name)
+    detokenized output with sacreBLEU against the raw references. ``name``: the directory
+    under the run's ``tests/`` (default: the split's name); ``task`` and ``flags``:
+    fairseq-generate's task and more of its flags (an inference-time variant's, recorded in
+    ``result.json``)."""
+    name = name or test.name
+    result = run.result(out, name)
     if result.exists():
         return
-    where = run.test_dir(out, test.name)
-    step(f"translating {test.name} ({test.sentences} sentences; log: {where}/generate.log)")
+    where = run.test_dir(out, name)
+    step(f"translating {name} ({test.sentences} sentences; log: {where}/generate.log)")
     translation = translate(
         corpus.bin, checkpoint, test.subset, corpus.source_lang, corpus.target_lang,
         where / "generate", corpus.subword, hyp_path=where / f"hyp.{corpus.target_lang}",
-        label=run.label, in_process=True, say=lambda _: None,
-        extra=["--cpu"] if cpu else [])
+        task=task, label=run.label, in_process=True, say=lambda _: None,
+        extra=(["--cpu"] if cpu else []) + list(flags))
     refs = read_lines(test.reference)
     scored = scoring.score(translation.hypotheses, refs, METRIC, corpus.target_lang)
     write_text_atomic(result, json.dumps({
@@ -190,8 +195,9 @@ def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: b
         "bleu_signature": scored.bleu_signature, "chrf_signature": scored.chrf_signature,
         "untranslated": sorted(translation.untranslated), "notes": translation.notes,
         "hypotheses": str(translation.hyp_path), "references": str(test.reference),
-        "sources": str(test.source)}, indent=1) + "\n")
-    step(f"{test.name}: BLEU {scored.bleu:.2f}, chrF {scored.chrf:.2f}")
+        "sources": str(test.source), **({"flags": list(flags)} if flags else {})},
+        indent=1) + "\n")
+    step(f"{name}: BLEU {scored.bleu:.2f}, chrF {scored.chrf:.2f}")
 
 
 def inspect(corpus: Corpus, run: Run, checkpoint: Path, out: Path,

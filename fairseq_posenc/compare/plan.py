@@ -77,7 +77,9 @@ def arch(settings: Settings, encoding: str) -> str:
 def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path) -> list[str]:
     """``fairseq-train``'s arguments for ``run`` (the program name excluded)."""
     return [
-        str(corpus.bin), "--user-dir", str(USER_DIR), "--task", "translation",
+        str(corpus.bin), "--user-dir", str(USER_DIR),
+        *(("--task", "translation_extrapolation", "--train-max-len", str(settings.train_max_len))
+          if settings.train_max_len else ("--task", "translation")),
         "--source-lang", corpus.source_lang, "--target-lang", corpus.target_lang,
         "--arch", arch(settings, run.encoding), "--seed", str(run.seed),
         "--save-dir", str(run.save_dir(out)), "--no-epoch-checkpoints",

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..wmt.common import write_text_atomic
 from ..wmt.tables import READING
-from . import budget, convergence, plots
+from . import budget, convergence, extrapolation, plots
 
 Block = tuple  # ("h1"/"h2"/"h3", text) | ("p", text) | ("table", header, rows) | ("img", path, alt)
 
@@ -83,6 +83,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                      f"{cleaning['read']:,} ({cleaning['rule'].get('rule', '')})"
                      + (f"; dropped {dropped}." if dropped else "; none dropped."))
         blocks.append(("p", text))
+    blocks += extrapolation.intro(report)
     reading = READING.format(baseline=baseline)
     for split in dict.fromkeys(r["split"] for r in report["summary"]):
         rows = [r for r in report["summary"] if r["split"] == split]
@@ -121,6 +122,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
             blocks.append(("p", "Each cell: BLEU / chrF of the sentences in that bin, the mean "
                                 "over seeds; a bin's BLEU compares encodings, not bins."))
             blocks += convergence.notes(rows, s)
+        blocks += extrapolation.blocks(report, split, pictures)
     for name, alt in (("lengths.png", "BLEU and chrF by source length"),
                       ("validation.png", "validation loss of every run")):
         if name == "validation.png":
@@ -213,6 +215,7 @@ def write(report: dict[str, Any], out: Path, inspect: dict[str, Path]) -> list[P
         old.unlink()
     plots.length_plot(report, pictures / "lengths.png")
     plots.loss_plot(report["runs"], pictures / "validation.png")
+    extrapolation.draw(report, pictures)
     blocks = document(report, pictures, inspect)
     md, page = out / "report.md", pictures / "index.html"
     write_text_atomic(md, markdown(blocks, out))

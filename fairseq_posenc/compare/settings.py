@@ -63,6 +63,9 @@ class Settings:
     checkpoint: str  # last, best or avgN
     bpe_merges: int  # raw data only
     cleaning: Cleaning  # raw data only
+    #: --train-max-len: train on the pairs of at most this many tokens per side (subwords
+    #: and </s>, --task translation_extrapolation); None: every pair
+    train_max_len: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -70,6 +73,7 @@ class Settings:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
+        obj = {"train_max_len": None, **obj}  # written before --train-max-len existed
         unknown = set(obj) - fields
         if unknown or fields - set(obj):
             raise ValueError(f"settings.json has fields {sorted(obj)}, expected "

@@ -17,6 +17,10 @@ time from whatever has finished. Per split and encoding:
   runs on the same machine, one after the other, so the ratio carries that machine's noise);
 * whether a run of the encoding or of the baseline was still improving when its training
   stopped (:mod:`.convergence`; each run's verdict and its budgets are in its record).
+* with ``--train-max-len``, BLEU and chrF in bins of source length relative to it
+  (:mod:`.extrapolation`).
+
+An inference-time variant (:mod:`.variants`) is a row of its own, after the encodings'.
 """
 
 from __future__ import annotations
@@ -24,18 +28,21 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, chrf_bootstrap,
                           score)
 from ..experiment.trainlog import validation_losses
 from ..wmt.common import read_lines, write_text_atomic
-from . import budget, convergence
+from . import budget, convergence, extrapolation
 from .data import Corpus, TestSplit, source_lengths
 from .execute import METRIC
 from .plan import Run, arch, runs as plan_runs
 from ..experiment.translate import BEAM, LENPEN
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .variants import Variant
 
 
 def _json(path: Path) -> Optional[dict]:
@@ -129,17 +136,21 @@ def buckets(results: dict[int, dict], test: TestSplit, corpus: Corpus, bins: Bin
 
 
 def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str],
-          seeds: int, baseline: str, bins: Bins, params: dict[str, int]) -> dict[str, Any]:
-    """The whole ``report.json`` (see the module docstring)."""
+          seeds: int, baseline: str, bins: Bins, params: dict[str, int], *,
+          limit: Optional[extrapolation.TrainLimit] = None,
+          variants: Sequence["Variant"] = ()) -> dict[str, Any]:
+    """The whole ``report.json`` (see the module docstring); ``limit``: ``--train-max-len``'s
+    (:mod:`.extrapolation`), ``variants``: rows of their own after the encodings'."""
     runs = plan_runs(encodings, seeds)
     records = run_records(out, settings, runs)
-    train_max = max(source_lengths(corpus, "train"))
+    train_max = limit.longest_source if limit else max(source_lengths(corpus, "train"))
     speed = {}
     for encoding in encodings:
         values = [r["words_per_second"] for r in records
                   if r["encoding"] == encoding and r["words_per_second"]]
         speed[encoding] = statistics.mean(values) if values else None
-    summary = []
+    summary, scored = [], {}
+    rows = [(e, e, None) for e in encodings] + [(v.name, v.encoding, v) for v in variants]
     for test in corpus.tests:
         lengths = source_lengths(corpus, test.subset)
         beyond = [i for i, n in enumerate(lengths) if n > train_max]
@@ -147,15 +158,19 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         done = {e: {r.seed: _json(r.result(out, test.name)) for r in runs
                     if r.encoding == e and r.result(out, test.name).exists()}
                 for e in encodings}
-        for encoding in encodings:
-            results = done[encoding]
+        for v in variants:
+            found = {r.seed: v.result(r, out, test.name) for r in runs
+                     if r.encoding == v.encoding}
+            done[v.name] = {seed: result for seed, result in found.items() if result}
+        for name, encoding, variant in rows:
+            results = scored[(test.name, name)] = done[name]
             bleu = _mean_sd([r["bleu"] for r in results.values()])
             chrf = _mean_sd([r["chrf"] for r in results.values()])
             versus = ({"p_value": None, "chrf_p_value": None, "significant": None,
-                       "chrf_significant": None, "pairs": 0} if encoding == baseline else
+                       "chrf_significant": None, "pairs": 0} if name == baseline else
                       significance(results, done[baseline], refs, corpus.target_lang))
             summary.append({
-                "split": test.name, "encoding": encoding, "n": len(results),
+                "split": test.name, "encoding": name, "n": len(results),
                 "bleu_mean": bleu[0], "bleu_sd": bleu[1], "chrf_mean": chrf[0],
                 "chrf_sd": chrf[1], **versus,
                 "params_added": params[encoding] - params[baseline],
@@ -164,10 +179,11 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
                 "words_per_second": speed[encoding],
                 "buckets": buckets(results, test, corpus, bins, beyond),
                 "beyond_training": len(beyond), "sentences": test.sentences,
-                **convergence.row_flag(records, [encoding, baseline])})
+                **convergence.row_flag(records, [encoding, baseline]),
+                **({"variant": variant.to_json()} if variant else {})})
     any_result = next((_json(r.result(out, t.name)) for t in corpus.tests for r in runs
                        if r.result(out, t.name).exists()), None)
-    return {
+    report = {
         "settings": settings.to_json(), "encodings": list(encodings), "seeds": seeds,
         "signatures": ({k: any_result[f"{k}_signature"] for k in ("bleu", "chrf")}
                        if any_result else None),
@@ -180,8 +196,10 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "train_max_source_tokens": train_max,
         "cleaning": corpus.prepared.get("cleaning"), "pairs": corpus.prepared.get("pairs"),
         "bins": [[lo, None if hi == float("inf") else hi] for lo, hi in bins],
-        "runs": records, "summary": summary,
+        "variants": [v.to_json() for v in variants], "runs": records, "summary": summary,
     }
+    extrapolation.add_entries(report, corpus, limit, scored)
+    return report
 
 
 def write(path: Path, report: dict[str, Any]) -> None:
