@@ -20,8 +20,9 @@
 #      fused kernel beyond), and both routes at 256 tokens and with dropout
 #      (fused_kernels.py train_fixed_more); bf16 training steps, every encoding with a
 #      target; what changed since its run: xl's and huang4's steps with dropout (one table
-#      per row since the bands' deletion) and the translation of those four; the GPU tests
-#      of "auto"'s choices
+#      per row since the bands' deletion) and the translation of those four; first, the
+#      GPU suite (tests/kernels/test_gpu.py): the self-attention's computation moved into
+#      attention_core.py and fairseq_posenc.nn since part 1's suite ran
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -123,6 +124,10 @@ case "$part" in
       --out-json "$out/train-new-fp16-dropout.json" --out-md /tmp/train-new-dropout.md
     ;;
   4)
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
+    stage gpu-tests 60 150 python3 -m pytest tests/kernels/test_gpu.py "${workers[@]}" -q -rfE \
+      -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     stage fixed-rule 60 150 "${bench[@]}" --encodings alibi sandwich \
       --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train \
       --out-json "$out/fixed-rule-fp16.json" --out-md /tmp/fixed-rule.md
@@ -137,8 +142,6 @@ case "$part" in
       $(printf '%q ' "${bench[@]}") --encodings alibi sandwich xl huang4 --lengths ${lengths[0]} \
       --dtype $half --calls translate --reps 5 --out-json '$out/translate-changed-fp16.json' \
       --out-md /tmp/translate-changed.md"
-    stage gpu-tests 40 120 python3 -m pytest tests/kernels/test_gpu.py -k "auto_fuses" -q \
-      -rfE -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     ;;
   *)
     echo "unknown part '$part': 1, 2, 3 or 4" >&2
