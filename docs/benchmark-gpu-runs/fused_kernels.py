@@ -181,11 +181,15 @@ def rope_calls(B=256, T=128, dtype=torch.float16):
 
 def set_distance_kernel(model, kernel):
     """``bias`` / ``fused``; ``fused-decoder``: also the causal ALiBi, which ``auto`` runs
-    as two concatenated key dimensions (its low-rank form) instead."""
-    for m in model.modules():
+    as two concatenated key dimensions (its low-rank form) instead; ``bias-fused-decoder``:
+    the encoder on SDPA's summed mask, the decoder's causal ALiBi in the fused kernel."""
+    for name, m in model.named_modules():
         if isinstance(m, PositionalMultiheadAttention):
-            m.distance_kernel = "fused" if kernel == "fused-decoder" else kernel
-            m.low_rank_kernel = "bias" if kernel == "fused-decoder" else "auto"
+            choice = kernel
+            if kernel == "bias-fused-decoder":
+                choice = "fused-decoder" if name.startswith("decoder") else "bias"
+            m.distance_kernel = "fused" if choice == "fused-decoder" else choice
+            m.low_rank_kernel = "bias" if choice == "fused-decoder" else "auto"
 
 
 def set_rotation_kernel(model, kernel):
@@ -203,9 +207,11 @@ VARIANTS = {
 }
 
 
-def model_steps(length, dtype, names=tuple(VARIANTS), reps=8, attention_dropout=0.0):
+def model_steps(length, dtype, names=tuple(VARIANTS), reps=8, attention_dropout=0.0,
+                kernels=None):
     """Training steps (32k-token batches, base): each encoding with torch's path and with
-    the fused kernel, each interleaved with stock's (both with ``attention_dropout``)."""
+    the fused kernel (or ``kernels``), each interleaved with stock's (both with
+    ``attention_dropout``)."""
     d = toy_dictionary(10000)
     batch = make_batch(d, 32768 // length, length, 1, dev)
     times = {"stock": []}
@@ -214,8 +220,8 @@ def model_steps(length, dtype, names=tuple(VARIANTS), reps=8, attention_dropout=
                             attention_dropout=attention_dropout)
         stock = build_model("stock", "base", d, 1, dev, dtype=dtype,
                             attention_dropout=attention_dropout)
-        choose, kernels = VARIANTS[name]
-        for kernel in kernels:
+        choose, choices = VARIANTS[name]
+        for kernel in kernels or choices:
             choose(model, kernel)
             steps = []
             for net, out in ((model, steps), (stock, times["stock"])):
@@ -290,6 +296,11 @@ STAGES = {
         model_steps(256, torch.float16, names=("alibi", "sandwich")),
         *(model_steps(n, torch.float16, names=("alibi", "sandwich"), attention_dropout=0.1)
           for n in (128, 256, 512))],
+    # alibi's decoder: extra dimensions or the fused kernel, the encoder on SDPA's mask
+    "train_alibi_decoder": lambda: [
+        model_steps(n, torch.float16, names=("alibi",), attention_dropout=p,
+                    kernels=("bias", "bias-fused-decoder", "fused-decoder"))
+        for p in (0.0, 0.1) for n in (128, 256, 512)],
     "translate": translate_steps,
 }
 
