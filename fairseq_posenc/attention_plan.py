@@ -43,12 +43,18 @@ LowRankKernel = Literal["auto", "concat", "bias"]
 #: the bias elsewhere.
 DistanceKernel = Literal["auto", "fused", "bias"]
 
-#: ``"auto"`` on CUDA without attention dropout: a distance table with no gradient
-#: (``alibi``'s encoder, ``sandwich``) for keys up to this length takes torch's SDPA with
-#: the table summed into its float mask, which beats the fused kernel there; longer keys,
-#: and calls with dropout, take the fused kernel (``docs/decisions.md``, "Fixed tables on
+#: ``"auto"`` on CUDA: a distance table with no gradient (``alibi``'s encoder,
+#: ``sandwich``) for keys up to this length takes torch's SDPA with the table summed into
+#: its float mask, with or without attention dropout, which beats or ties the fused kernel
+#: there; longer keys take the fused kernel (``docs/decisions.md``, "Fixed tables on
 #: torch's SDPA").
-FIXED_TABLE_SDPA_MAX_LEN = 128
+FIXED_TABLE_SDPA_MAX_LEN = 256
+
+#: ``"auto"`` on CUDA: causal ALiBi (the decoder's) runs as two extra key dimensions for
+#: keys up to this length without attention dropout, and in the fused kernel otherwise,
+#: where that kernel runs (``docs/decisions.md``, "Causal ALiBi: extra dimensions or the
+#: fused kernel").
+CAUSAL_CONCAT_MAX_LEN = 128
 
 #: The families the fused distance kernel runs (a causal-exact bias without its causal
 #: mask is a :attr:`KernelFamily.DISTANCE` term).
@@ -233,7 +239,8 @@ def plan_attention(positions: AttachedPositions, call: Call,
         return Plan(Path.STEP, one_query_rows=_covered_rows(positions, call))
     explicit = call.need_weights or call.q_len == 1
     concatenated = () if explicit or chosen else tuple(
-        t for t in positions.terms if _concatenates(t, call, low_rank_kernel))
+        t for t in positions.terms
+        if _concatenates(t, call, low_rank_kernel, distance_kernel, verified))
     sized = [t for t in positions.sized if t not in concatenated]
     fused, family = None, None
     if not explicit and not chosen and len(sized) == 1:
@@ -274,7 +281,8 @@ def _has_gradient(term: "PositionEncoding") -> bool:
     return term.kind in READS_CONTENT or any(p.requires_grad for p in term.parameters())
 
 
-def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRankKernel) -> bool:
+def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRankKernel,
+                  distance_kernel: DistanceKernel, verified: Optional[Verifier]) -> bool:
     """Whether ``term`` runs as extra query and key dimensions."""
     family = family_of(term)
     if family is KernelFamily.EXTRA_DIMENSIONS:
@@ -283,19 +291,23 @@ def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRank
         # The bias is low-rank under the causal mask over the rows its factors have.
         if not (call.causal and call.k_len <= term.max_len):
             return False
+        if (low_rank_kernel == "auto" and distance_kernel != "bias"
+                and (call.dropout or call.k_len > CAUSAL_CONCAT_MAX_LEN)
+                and call.q_len == call.k_len
+                and auto_fuses(KernelFamily.DISTANCE, call, verified)):
+            return False  # the fused kernel takes it (CAUSAL_CONCAT_MAX_LEN)
     else:
         return False
     return low_rank_kernel == "concat" or (low_rank_kernel == "auto"
                                            and call.device.type == "cuda")
 
 
-def _sdpa_takes_fixed_table(term: "PositionEncoding", family: KernelFamily,
-                            call: Call) -> bool:
+def _sdpa_takes_fixed_table(term: "PositionEncoding", call: Call) -> bool:
     """Whether ``"auto"`` leaves ``term``, a table by distance with no gradient, to SDPA's
-    float mask (:data:`FIXED_TABLE_SDPA_MAX_LEN`)."""
-    return (family is KernelFamily.DISTANCE and call.device.type == "cuda"
-            and not call.dropout and call.k_len <= FIXED_TABLE_SDPA_MAX_LEN
-            and not _has_gradient(term))
+    float mask (:data:`FIXED_TABLE_SDPA_MAX_LEN`); causal ALiBi, which declares its own
+    family, is not one of them (:data:`CAUSAL_CONCAT_MAX_LEN`)."""
+    return (family_of(term) is KernelFamily.DISTANCE and call.device.type == "cuda"
+            and call.k_len <= FIXED_TABLE_SDPA_MAX_LEN and not _has_gradient(term))
 
 
 def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: DistanceKernel,
@@ -311,7 +323,7 @@ def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: Distanc
     # sequence: the kernel reads it as causality.
     if call.causal and call.q_len != call.k_len:
         return None
-    if distance_kernel != "fused" and (_sdpa_takes_fixed_table(term, family, call)
+    if distance_kernel != "fused" and (_sdpa_takes_fixed_table(term, call)
                                        or not auto_fuses(family, call, verified)):
         return None
     if family is KernelFamily.ROWS:  # no clip shorter than the sentence

@@ -15,14 +15,14 @@
 #      (the decoding steps' own path and their plans); the compiled kernels' accuracy
 #   3  the encodings added since part 1 (NEW below, those registered): training steps,
 #      fp16, with and without attention dropout (part 2 translates every encoding)
-#   4  alibi's and sandwich's training steps at 128, 256 and 512 tokens as "auto" plans
-#      them (torch's SDPA up to FIXED_TABLE_SDPA_MAX_LEN = 128 keys without dropout, the
-#      fused kernel beyond), and both routes at 256 tokens and with dropout
+#   4  alibi's and sandwich's training steps at 128, 256 and 512 tokens as "auto" planned
+#      them at 328adaa, and both routes at 256 tokens and with dropout
 #      (fused_kernels.py train_fixed_more); bf16 training steps, every encoding with a
-#      target; what changed since its run: xl's and huang4's steps with dropout (one table
-#      per row since the bands' deletion) and the translation of those four; first, the
-#      GPU suite (tests/kernels/test_gpu.py): the self-attention's computation moved into
-#      attention_core.py and fairseq_posenc.nn since part 1's suite ran
+#      target; xl's and huang4's steps with dropout (one table per row) and the
+#      translation of those four; first, the GPU suite (tests/kernels/test_gpu.py)
+#   5  the GPU suite again (the planner's rules for fixed tables and causal ALiBi changed
+#      after part 4); alibi's and sandwich's training steps as "auto" plans them now, at
+#      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -143,8 +143,20 @@ case "$part" in
       --dtype $half --calls translate --reps 5 --out-json '$out/translate-changed-fp16.json' \
       --out-md /tmp/translate-changed.md"
     ;;
+  5)
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
+    stage gpu-tests 60 170 python3 -m pytest tests/kernels/test_gpu.py "${workers[@]}" -q -rfE \
+      -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
+    stage fixed-rule 60 150 "${bench[@]}" --encodings alibi sandwich \
+      --lengths "${fixed_lengths[@]}" --dtype "$half" "$bf16" --calls train \
+      --out-json "$out/fixed-rule-auto.json" --out-md /tmp/fixed-rule.md
+    stage fixed-rule-dropout 60 150 "${bench[@]}" --encodings alibi sandwich \
+      --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train --attention-dropout 0.1 \
+      --out-json "$out/fixed-rule-auto-dropout.json" --out-md /tmp/fixed-rule-dropout.md
+    ;;
   *)
-    echo "unknown part '$part': 1, 2, 3 or 4" >&2
+    echo "unknown part '$part': 1, 2, 3, 4 or 5" >&2
     exit 2
     ;;
 esac

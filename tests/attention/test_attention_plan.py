@@ -61,9 +61,10 @@ ENCODER = {
     "sinusoidal": (SDPA, SDPA, SDPA),
     "learned": (SDPA, SDPA, SDPA),
     "shape": (SDPA, SDPA, SDPA),
-    # content-free, no parameter: nothing to differentiate in the float mask on CPU
-    "alibi": (SDPA, SDPA, DISTANCE),
-    "sandwich": (SDPA, SDPA, DISTANCE),
+    # content-free, no parameter: nothing to differentiate in the float mask on CPU; on
+    # CUDA such a table takes SDPA's float mask up to FIXED_TABLE_SDPA_MAX_LEN keys
+    "alibi": (SDPA, SDPA, SDPA),
+    "sandwich": (SDPA, SDPA, SDPA),
     "at5": (EXPLICIT, SDPA, DISTANCE),
     "at5_nob": (EXPLICIT, SDPA, DISTANCE),
     "diet_rel": (EXPLICIT, SDPA, DISTANCE),
@@ -93,7 +94,9 @@ ENCODER = {
 }
 DECODER = {
     **ENCODER,
-    "alibi": (SDPA, EXTRA, EXTRA),  # exactly rank 1 under the causal mask
+    # exactly rank 1 under the causal mask; with attention dropout in half precision, the
+    # fused kernel (CAUSAL_CONCAT_MAX_LEN)
+    "alibi": (SDPA, EXTRA, DISTANCE),
     "diet_abs_lin": (EXPLICIT, EXTRA, EXTRA),  # the decoder's DIET-ABS
 }
 
@@ -192,16 +195,29 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     # clips shorter than the sentence: distances share a vector
     ("xl", {"xl_clamp_len": 3}, training(CUDA, torch.float16, False), SDPA),
     ("huang4", {"huang4_clip": 2}, training(CUDA, torch.float16, False), SDPA),
-    # a table with no gradient, keys up to 128, no dropout: SDPA's float mask, on CUDA
-    ("alibi", {}, training(CUDA, torch.float16, False, k_len=128, q_len=128, dropout=False),
+    # a table with no gradient, keys up to 256, with or without dropout: SDPA's float
+    # mask, on CUDA
+    ("alibi", {}, training(CUDA, torch.float16, False, k_len=256, q_len=256, dropout=False),
      SDPA),
-    ("sandwich", {}, training(CUDA, torch.bfloat16, True, k_len=128, q_len=128,
+    ("alibi", {}, training(CUDA, torch.float16, False, k_len=256, q_len=256), SDPA),
+    ("sandwich", {}, training(CUDA, torch.bfloat16, True, k_len=256, q_len=256,
                               dropout=False), SDPA),
-    ("alibi", {}, training(CUDA, torch.float16, False, k_len=129, q_len=129, dropout=False),
+    ("alibi", {}, training(CUDA, torch.float16, False, k_len=257, q_len=257, dropout=False),
      DISTANCE),
-    ("sandwich", {}, training(CUDA, torch.float16, False, k_len=64, q_len=64), DISTANCE),
+    ("sandwich", {}, training(CUDA, torch.float16, True, k_len=257, q_len=257), DISTANCE),
     ("sandwich", {"distance_kernel": "fused"},
      training(CUDA, torch.float16, False, k_len=64, q_len=64, dropout=False), DISTANCE),
+    # causal ALiBi: extra dimensions up to 128 keys without dropout, else the fused kernel
+    ("alibi", {}, training(CUDA, torch.float16, True, k_len=128, q_len=128, dropout=False),
+     EXTRA),
+    ("alibi", {}, training(CUDA, torch.bfloat16, True, k_len=129, q_len=129, dropout=False),
+     DISTANCE),
+    ("alibi", {}, training(CUDA, torch.float16, True, k_len=64, q_len=64), DISTANCE),
+    ("alibi", {"low_rank_kernel": "concat"}, training(CUDA, torch.float16, True), EXTRA),
+    ("alibi", {"distance_kernel": "bias"}, training(CUDA, torch.float16, True), EXTRA),
+    # a chunk of queries after a cache: not the kernel's causality, so extra dimensions
+    ("alibi", {}, training(CUDA, torch.float16, True, q_len=3, k_len=300, incremental=True),
+     EXTRA),
     # a learned table keeps the kernel: SDPA's mask would need its gradient
     ("t5", {}, training(CUDA, torch.float16, False, k_len=64, q_len=64, dropout=False),
      DISTANCE),
