@@ -32,7 +32,8 @@ from .context import (
     PositionKind,
     PositionScope,
 )
-from .kernels import FUSED_DTYPES, triton_available
+from . import kernels
+from .kernels import Verifier
 
 if TYPE_CHECKING:
     from .encodings.base import PositionEncoding
@@ -199,29 +200,6 @@ class Plan:
     one_query_rows: tuple["PositionEncoding", ...] = ()
 
 
-#: ``(family, dropout, device, dtype) -> bool``: whether a Triton family has been verified
-#: (Triton installed, the self-check passed).
-Verifier = Callable[[KernelFamily, bool, torch.device, torch.dtype], bool]
-
-
-def self_checked(family: KernelFamily, dropout: bool, device: torch.device,
-                 dtype: torch.dtype) -> bool:
-    """The verifier ``"auto"`` uses: Triton is installed and the family's self-check passed
-    on ``device`` in ``dtype`` (:func:`~fairseq_posenc.kernels.self_check.verified`)."""
-    if not triton_available():
-        return False
-    from .kernels.self_check import verified
-
-    return verified(family, dropout, device, dtype)
-
-
-def auto_fuses(family: KernelFamily, call: Call, verified: Optional[Verifier] = None) -> bool:
-    """``"auto"``'s choice of a Triton kernel ``family`` for ``call``: on CUDA, in half
-    precision, once ``verified`` (by default :func:`self_checked`) there."""
-    return (call.device.type == "cuda" and call.dtype in FUSED_DTYPES
-            and (verified or self_checked)(family, call.dropout, call.device, call.dtype))
-
-
 _STEP = Plan(Path.STEP)
 
 
@@ -230,7 +208,8 @@ def plan_attention(positions: AttachedPositions, call: Call,
                    distance_kernel: DistanceKernel = "auto",
                    verified: Optional[Verifier] = None) -> Plan:
     """The plan of one self-attention call of a layer with ``positions``; each path gives
-    the same numbers up to rounding. ``verified``: for :func:`auto_fuses`."""
+    the same numbers up to rounding. ``verified``: for
+    :func:`~fairseq_posenc.kernels.auto_fuses`."""
     chosen = call.chosen_positions
     if (call.incremental and call.q_len == 1 and not call.causal and not call.padding
             and not call.need_weights and not positions.projections and not chosen):
@@ -294,7 +273,8 @@ def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRank
         if (low_rank_kernel == "auto" and distance_kernel != "bias"
                 and (call.dropout or call.k_len > CAUSAL_CONCAT_MAX_LEN)
                 and call.q_len == call.k_len
-                and auto_fuses(KernelFamily.DISTANCE, call, verified)):
+                and kernels.auto_fuses(KernelFamily.DISTANCE, call.device, call.dtype,
+                                           call.dropout, verified)):
             return False  # the fused kernel takes it (CAUSAL_CONCAT_MAX_LEN)
     else:
         return False
@@ -324,7 +304,8 @@ def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: Distanc
     if call.causal and call.q_len != call.k_len:
         return None
     if distance_kernel != "fused" and (_sdpa_takes_fixed_table(term, call)
-                                       or not auto_fuses(family, call, verified)):
+                                       or not kernels.auto_fuses(family, call.device, call.dtype,
+                                                                call.dropout, verified)):
         return None
     if family is KernelFamily.ROWS:  # no clip shorter than the sentence
         return family if term.rows_cover(call.q_len, call.k_len,

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
-from ..kernels import fused_by_default
+from .. import kernels
 from ..positions import rotate_pairs
 from ..rope_scaling import RopeScaling
 from .base import PositionEncoding
@@ -56,8 +56,8 @@ class Rope(PositionEncoding):
                  kernel: Literal["auto", "fused", "complex"] = "auto",
                  scaling: Optional[RopeScaling] = None) -> None:
         """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
-        (:func:`~fairseq_posenc.kernels.fused_by_default`) and the complex64 product
-        (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
+        (:func:`~fairseq_posenc.kernels.auto_fuses`, the planner's rule too) and the
+        complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
         product; or the fused rotation or the complex product everywhere. ``scaling``:
         frequencies rescaled for longer sentences than the training ones (None: the
         paper's)."""
@@ -186,7 +186,8 @@ class Rope(PositionEncoding):
         q_rotation, k_rotation = (table[q_offset:end]
                                   for table in self._rotations(end, q.dtype, q.device, ctx))
         if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
-                                      and fused_by_default(KernelFamily.ROTARY, q)):
+                                      and kernels.auto_fuses(KernelFamily.ROTARY, q.device,
+                                                             q.dtype)):
             from ..kernels.rotary import rotate
 
             return rotate(q, q_rotation), rotate(k, k_rotation)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from typing import ContextManager
+from typing import Callable, ContextManager, Optional
 
 import torch
 from torch import Tensor
@@ -30,12 +30,27 @@ def on_device_of(x: Tensor) -> ContextManager:
     return torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
 
 
-def fused_by_default(family: KernelFamily, x: Tensor, dropout: bool = False) -> bool:
-    """``"auto"``'s choice for a Triton kernel ``family`` (with attention dropout: its
-    dropout variant) on ``x``: on CUDA, in half precision, with Triton, once the family has
-    been verified there (:func:`.self_check.verified`)."""
-    if not (x.is_cuda and x.dtype in FUSED_DTYPES and triton_available()):
+#: ``(family, dropout, device, dtype) -> bool``: whether a Triton family has been verified
+#: (Triton installed, the self-check passed).
+Verifier = Callable[[KernelFamily, bool, torch.device, torch.dtype], bool]
+
+
+def self_checked(family: KernelFamily, dropout: bool, device: torch.device,
+                 dtype: torch.dtype) -> bool:
+    """The verifier ``"auto"`` uses: Triton is installed and the family's self-check passed
+    on ``device`` in ``dtype`` (:func:`.self_check.verified`)."""
+    if not triton_available():
         return False
     from .self_check import verified
 
-    return verified(family, dropout, x.device, x.dtype)
+    return verified(family, dropout, device, dtype)
+
+
+def auto_fuses(family: KernelFamily, device: torch.device, dtype: torch.dtype,
+               dropout: bool = False, verified: Optional[Verifier] = None) -> bool:
+    """``"auto"``'s choice of a Triton kernel ``family`` (with attention dropout: its
+    dropout variant): on CUDA, in half precision, once ``verified`` (by default
+    :func:`self_checked`) there. The one rule for every family: the attention planner's
+    (``attention_plan``) and RoPE's rotation (``Rope.rotate_qk``)."""
+    return (device.type == "cuda" and dtype in FUSED_DTYPES
+            and (verified or self_checked)(family, dropout, device, dtype))

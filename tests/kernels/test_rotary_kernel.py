@@ -116,11 +116,11 @@ def test_auto_keeps_the_complex_path_on_cpu_and_in_float32(monkeypatch):
 def test_auto_rotates_a_decoding_step_by_one_matrix(monkeypatch):
     """Where ``"auto"`` fuses (CUDA, half precision; forced here), a whole sequence is
     rotated by the kernel and a decoding step's one position by a matrix product."""
-    import fairseq_posenc.encodings.rope as rope_module
+    from fairseq_posenc import kernels
     from fairseq_posenc.encodings import PositionContext
 
     calls = []
-    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x, dropout=False: True)
+    monkeypatch.setattr(kernels, "auto_fuses", lambda *args: True)
     monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(a[0].size(2)) or
                         rotate_pairs(*a))
     rope = Rope(head_dim=16, base=10000.0)
@@ -132,10 +132,10 @@ def test_auto_rotates_a_decoding_step_by_one_matrix(monkeypatch):
 
 
 def test_pos_kernels_torch_keeps_the_complex_rotation(monkeypatch):
-    import fairseq_posenc.encodings.rope as rope_module
+    from fairseq_posenc import kernels
 
     calls = []
-    monkeypatch.setattr(rope_module, "fused_by_default", lambda family, x, dropout=False: True)
+    monkeypatch.setattr(kernels, "auto_fuses", lambda *args: True)
     monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(1) or rotate_pairs(*a))
     for choice, expected in (("torch", 0), ("auto", 4)):  # q and k in 2 encoder layers
         calls.clear()
