@@ -1,11 +1,14 @@
-"""fairseq-posenc: position encodings for fairseq Transformers (a --user-dir plugin).
+"""fairseq-posenc: Transformer position encodings, exact to their papers, for any PyTorch
+model (``fairseq_posenc.nn``) and as a fairseq ``--user-dir`` plugin with its tools.
 
-Python: CPython 3.11 or 3.12. fairseq itself is not listed in install_requires: the
-installable build for those is the community wheel ``ve-fairseq==0.12.3`` (wheels for cp311
-and cp312, none for 3.13; the official fairseq 0.12.2 does not build there), and it must be
-installed with --no-deps (its metadata asks for torchaudio, which would replace torch 2.13
-with a CUDA build). numpy 1.26.4, which fairseq 0.12 needs, has no wheel for 3.13 either.
-scripts/setup_env.sh does all of this, and refuses other Pythons before creating anything.
+One distribution whose requirements are the torch-only core's: ``pip install .`` on any
+Python from 3.11 with torch gives a working ``fairseq_posenc.nn``, without fairseq. The
+fairseq plugin and the tools need fairseq 0.12, which exists for CPython 3.11 and 3.12 only
+(the community wheel ``ve-fairseq==0.12.3``, installed with --no-deps, because its
+metadata asks for torchaudio, which would replace torch with a CUDA build) and numpy 1.x;
+requirements cannot be relaxed by an extra, so those stay out of this file.
+``scripts/setup_env.sh`` installs them pinned (requirements.txt) and refuses other Pythons
+before creating anything. docs/architecture.md, "Packaging", has the reasons.
 """
 
 from setuptools import find_packages, setup
@@ -13,20 +16,14 @@ from setuptools import find_packages, setup
 setup(
     name="fairseq-posenc",
     version="0.1.0",
-    description="Transformer position encodings (Shaw, T5, DIET, TUPE, ...) for fairseq",
+    description="Transformer position encodings (Shaw, T5, DIET, TUPE, ALiBi, RoPE, ...) for "
+                "PyTorch and fairseq",
     long_description=open("README.md", encoding="utf-8").read() if __import__("os").path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     packages=find_packages(include=["fairseq_posenc", "fairseq_posenc.*"]),
-    python_requires=">=3.11,<3.13",
-    install_requires=[
-        "torch>=2.6",
-        "numpy<2",
-        "sacrebleu>=2.4",
-        "sentencepiece",
-        "sacremoses",
-        "subword-nmt",
-        "matplotlib",
-    ],
+    python_requires=">=3.11",
+    # the core's only requirement; tested with 2.13 (CPU, CI) and 2.11 (CUDA, the GPU runs)
+    install_requires=["torch>=2.6"],
     entry_points={
         "console_scripts": [
             "posenc-inspect = fairseq_posenc.inspection.cli:main",
