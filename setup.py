@@ -31,7 +31,7 @@ setup(
             "posenc-score = fairseq_posenc.evaluation.cli:main",
             "posenc-hypotheses = fairseq_posenc.hypotheses:main",
             "posenc-benchmark = fairseq_posenc.benchmark.cli:main",
-            "posenc-kernels = fairseq_posenc.kernels.compiled:main",
+            "posenc-kernels = fairseq_posenc.benchmark.compiled:main",
             "posenc-params = fairseq_posenc.params:main",
             "posenc-prepare-corpus = fairseq_posenc.corpus:main",
             "posenc-prepare-wmt = fairseq_posenc.wmt.cli:main",

@@ -1,4 +1,4 @@
-"""``posenc-kernels`` (``fairseq_posenc.kernels.compiled``): the fused kernels compiled
+"""``posenc-kernels`` (``fairseq_posenc.benchmark.compiled``): the fused kernels compiled
 here for an H100 (sm_90) that is not here, and what they take of it.
 
 Compiling needs the kernels defined compiled, not interpreted, and the other kernel tests
@@ -48,7 +48,7 @@ def run_compiled(code: str, tmp_path, env: Optional[dict[str, str]] = None) -> s
 KNOWN_KERNELS = """
 import json
 import torch, triton, triton.language as tl
-from fairseq_posenc.kernels.compiled import compiling_for, resources
+from fairseq_posenc.benchmark.compiled import compiling_for, resources
 
 @triton.jit
 def copy(X, Y, N: tl.constexpr):
@@ -116,7 +116,7 @@ def test_a_training_step_compiles_its_variants_and_launching_is_restored(tmp_pat
         import json
         from triton.runtime import driver
         from triton.runtime.jit import JITFunction
-        from fairseq_posenc.kernels.compiled import training_kernels
+        from fairseq_posenc.benchmark.compiled import training_kernels
         launch, active = JITFunction.__getitem__, driver._active
         t5 = training_kernels("t5")
         print(json.dumps({"t5": [[c.kernel, c.variant, c.num_warps] for c in t5],
@@ -140,7 +140,7 @@ def test_a_training_step_compiles_its_variants_and_launching_is_restored(tmp_pat
 
 
 def test_compiling_needs_the_kernels_compiled(monkeypatch):
-    from fairseq_posenc.kernels.compiled import compiling_for
+    from fairseq_posenc.benchmark.compiled import compiling_for
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(RuntimeError, match="run without TRITON_INTERPRET=1"):
@@ -149,7 +149,7 @@ def test_compiling_needs_the_kernels_compiled(monkeypatch):
 
 
 def test_launch_flag_is_checked(capsys):
-    from fairseq_posenc.kernels.compiled import main
+    from fairseq_posenc.benchmark.compiled import main
 
     for bad, message in (("backward_dq=64,64,8", "expected KERNEL=BLOCK_M,BLOCK_N,WARPS,"),
                          ("dq=64,64,8,3", "unknown kernel 'dq': one of forward, ")):

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 import torch
 
 if TYPE_CHECKING:
-    from .distance.launch import Tiles
+    from ..kernels.distance.launch import Tiles
 
 #: The constant arguments that tell the fused kernels' variants apart, as shown after the
 #: term's type (``TERM``, :class:`~.distance.terms.Term`, by name).
@@ -119,7 +119,7 @@ def _tool(name: str) -> str:
 
 
 def _variant(kernel: Any) -> str:
-    from .distance.terms import Term
+    from ..kernels.distance.terms import Term
 
     src = kernel.src
     names = src.fn.arg_names
@@ -207,7 +207,7 @@ def _launch(text: str) -> tuple[str, "Tiles"]:
     if name not in LAUNCHES:
         raise argparse.ArgumentTypeError(
             f"unknown kernel {name!r}: one of {', '.join(LAUNCHES)}")
-    from .distance.launch import Tiles  # not before: Triton's interpreter is chosen on import
+    from ..kernels.distance.launch import Tiles  # not before: Triton's interpreter is chosen on import
 
     return name, Tiles(block_m, block_n, warps, stages)
 
@@ -219,7 +219,7 @@ LAUNCHES = {"forward": "FORWARD", "backward_dkdv": "BACKWARD_DKDV",
 
 @contextlib.contextmanager
 def _launches(chosen: Sequence[tuple[str, "Tiles"]]) -> Iterator[None]:
-    from .distance import launch
+    from ..kernels.distance import launch
 
     before = {name: getattr(launch, name) for name in LAUNCHES.values()}
     try:
