@@ -1,5 +1,5 @@
 """Any parallel corpus of raw text as a fairseq data directory, by the WMT preparation's own
-tokenize / subword / binarize steps (:mod:`fairseq_posenc.wmt.text`).
+tokenize / subword / binarize steps (:mod:`fairseq_posenc.textprep.text`).
 
     posenc-prepare-corpus RAW_DIR --source-lang en --target-lang de --dest DIR \\
         [--valid valid] [--test test test_long] [--bpe-merges 2000]
@@ -12,7 +12,7 @@ tokenize / subword / binarize steps (:mod:`fairseq_posenc.wmt.text`).
 * ``tok/``: sacremoses tokens (``-a``, no escaping), each token that was attached to the
   previous one in the raw text marked with a joiner, as ``posenc-prepare-wmt`` tokenizes;
   with ``--clean-max-len`` / ``--clean-max-ratio``, ``train.clean.LANG``: the training
-  pairs that the WMT preparation's cleaning keeps (:func:`fairseq_posenc.wmt.text.clean_corpus`);
+  pairs that the WMT preparation's cleaning keeps (:func:`fairseq_posenc.textprep.text.clean_corpus`);
 * ``bpe/``: joint BPE learned on the (cleaned) training split with subword-nmt (``codes``,
   ``vocab.LANG``, ``bpe.json``), and every split encoded with it;
 * ``bin/``: ``fairseq-preprocess --joined-dictionary``; the test splits become fairseq's
@@ -23,7 +23,7 @@ The demo (``scripts/demo.sh``) prepares its toy corpus with it, and ``posenc-com
 prepares raw data with it. fairseq-generate's output decodes back to raw text with
 ``posenc-hypotheses LOG --expected N --detokenize DIR/bpe`` (the joiners make that the exact
 inverse of the tokenization), and new text encodes with
-:func:`fairseq_posenc.wmt.text.encode` (``DIR/bpe``).
+:func:`fairseq_posenc.textprep.text.encode` (``DIR/bpe``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from .wmt.catalog import Cleaning
-from .wmt.common import PrepareError, count_lines, default_workers, write_text_atomic
-from .wmt.text import (apply_subword_nmt, binarize, clean_corpus, learn_subword_nmt,
+from .textprep.text import Cleaning
+from .textprep.files import PrepareError, count_lines, default_workers, write_text_atomic
+from .textprep.text import (apply_subword_nmt, binarize, clean_corpus, learn_subword_nmt,
                        moses_process_file, subword_settings)
 
 

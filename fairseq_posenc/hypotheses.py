@@ -12,7 +12,7 @@ source the model cannot represent), which get an empty line.
     posenc-score --ref test.de --hyp hyp.de
 
 ``--detokenize`` turns the (``--remove-bpe``) hypotheses back into raw text as the data
-directory's ``bpe.json`` says (:func:`fairseq_posenc.wmt.text.detokenize`); that is the file
+directory's ``bpe.json`` says (:func:`fairseq_posenc.textprep.text.detokenize`); that is the file
 ``posenc-score`` reads. ``--ref`` counts the test sentences in the reference file instead of
 ``--expected``. ``python -m fairseq_posenc.hypotheses`` is the same command. The module
 itself imports only the standard library when it loads (``--detokenize`` imports the
@@ -110,7 +110,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise ValueError(f"{given}: pass the number of test sentences (at least 1)")
         lines = read(args.output, expected)
         if args.detokenize is not None:
-            from .wmt.text import detokenize, load_subword_settings
+            from .textprep.text import detokenize, load_subword_settings
             settings = load_subword_settings(args.detokenize)
             lines = detokenize(lines, args.lang or settings["langs"][-1], settings["bpe"],
                                settings.get("tokenizer"))

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..corpus import check_raw, prepare_corpus
-from ..wmt.common import PrepareError, count_lines, read_lines, write_text_atomic
-from ..wmt.text import join_marked, load_subword_settings
+from ..textprep.files import PrepareError, count_lines, read_lines, write_text_atomic
+from ..textprep.text import join_marked, load_subword_settings
 from .settings import Settings
 
 

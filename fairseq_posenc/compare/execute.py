@@ -29,7 +29,7 @@ from ..experiment.checkpoints import final_checkpoint
 from ..experiment.fairseq_run import logged_to, run_fairseq
 from ..experiment.trainlog import last_update, words_per_second
 from ..experiment.translate import translate
-from ..wmt.common import read_lines, write_text_atomic
+from ..textprep.files import read_lines, write_text_atomic
 from .budget import earlier
 from .data import Corpus, inspect_sentence
 from .plan import Run, train_args

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..evaluation import by_length
-from ..wmt.common import read_lines
+from ..textprep.files import read_lines
 from . import convergence
 from .data import Corpus, source_lengths
 from .execute import METRIC, say

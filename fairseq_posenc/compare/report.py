@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from ..wmt.common import write_text_atomic
-from ..wmt.tables import READING
+from ..evaluation.significance import READING
+from ..textprep.files import write_text_atomic
 from . import budget, convergence, extrapolation, plots
 
 Block = tuple  # ("h1"/"h2"/"h3", text) | ("p", text) | ("table", header, rows) | ("img", path, alt)

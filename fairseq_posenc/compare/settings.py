@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..wmt.catalog import Cleaning
+from ..textprep.text import Cleaning
 
 #: The registered architecture families: ``PREFIX_ENCODING`` for every encoding.
 SIZES = {"tiny": "transformer_tiny", "base": "transformer_wmt_en_de"}

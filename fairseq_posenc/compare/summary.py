@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, chrf_bootstrap,
                           score)
 from ..experiment.trainlog import validation_losses
-from ..wmt.common import read_lines, write_text_atomic
+from ..textprep.files import read_lines, write_text_atomic
 from . import budget, convergence, extrapolation
 from .data import Corpus, TestSplit, source_lengths
 from .execute import METRIC

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, AbstractSet, Callable, Optional, Sequence
 
 from ..hypotheses import MissingHypotheses, read as read_hypotheses
-from ..wmt.common import write_text_atomic
-from ..wmt.recipes import BEAM as PAPERS_BEAM, LENPEN as PAPERS_LENPEN
-from ..wmt.text import detokenize
+from ..textprep.files import write_text_atomic
+from ..textprep.text import detokenize
 from .fairseq_run import USER_DIR, run_fairseq
 
 if TYPE_CHECKING:  # imported by translate(): it needs fairseq, the arguments do not
     from ..extrapolation import Untranslatable
 
-#: The decoding of the three papers' tables, and of every other translation by default.
-BEAM, LENPEN = PAPERS_BEAM, PAPERS_LENPEN
+#: The decoding of the three papers' tables, and of every other translation by default: all
+#: three papers decode with beam 10 (AT5: not stated) and alpha 0.6.
+BEAM, LENPEN = 10, 0.6
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
     """Translate ``split`` of the binarized ``data_bin`` with ``checkpoint``:
     ``fairseq-generate`` writes into ``out_dir`` (its log beside it, ``out_dir`` + ``.log``);
     the hypotheses, detokenized as ``subword`` says (bpe.json or a manifest: ``bpe`` and
-    ``tokenizer``, see :func:`fairseq_posenc.wmt.text.detokenize`), go to ``hyp_path``.
+    ``tokenizer``, see :func:`fairseq_posenc.textprep.text.detokenize`), go to ``hyp_path``.
     ``label`` names the model in the notes on skipped sources; ``extra``: more
     fairseq-generate flags (``--cpu``)."""
     from ..extrapolation import Untranslatable, checkpoint_limits, source_sizes

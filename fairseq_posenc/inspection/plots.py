@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from ..wmt.text import JOINER  # noqa: E402
+from ..textprep.text import JOINER  # noqa: E402
 from .records import CurvePanel, HeatmapPanel, Picture  # noqa: E402
 
 DPI = 80

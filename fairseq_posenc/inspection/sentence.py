@@ -6,7 +6,7 @@ or refuses with the flag to pass:
 
 * ``--bpe-dir DIR`` (the ``bpe/`` directory of ``posenc-prepare-corpus`` or
   ``posenc-prepare-wmt`` output): the preparation's own encoder
-  (:func:`fairseq_posenc.wmt.text.encode`); its ``bpe.json`` must list the source language.
+  (:func:`fairseq_posenc.textprep.text.encode`); its ``bpe.json`` must list the source language.
 * No preparation flag, and the data directory has a sibling ``bpe/bpe.json`` (the layout
   ``DEST/bin``, ``DEST/bpe`` of those tools): that directory, said in one line.
 * ``--bpe-codes FILE`` (data made elsewhere): sacremoses tokenization without escaping
@@ -45,7 +45,7 @@ import torch
 from fairseq.data import Dictionary
 from torch import Tensor, nn
 
-from ..wmt.text import JOINER
+from ..textprep.text import JOINER
 from . import captions
 from .load import LoadedModel, fail
 from .records import HeatmapPanel, Picture, floats, layer_label
@@ -76,7 +76,7 @@ def sibling_preparation(data: Path) -> Optional[Path]:
 
 
 def source_languages(bpe_dir: Path) -> list[str]:
-    from ..wmt.text import load_subword_settings
+    from ..textprep.text import load_subword_settings
 
     return list(load_subword_settings(bpe_dir).get("langs", []))
 
@@ -152,7 +152,7 @@ def prepare(text: str, *, lang: Optional[str], tokenized: bool, bpe_codes: Optio
         if not (bpe_dir / "bpe.json").is_file():
             raise fail(f"--bpe-dir {bpe_dir} has no bpe.json; pass the bpe/ directory of "
                        "posenc-prepare-corpus or posenc-prepare-wmt output.")
-        from ..wmt.text import encode
+        from ..textprep.text import encode
 
         def prepared(part: str) -> str:
             return encode([part], lang or "en", bpe_dir)[0]

@@ -127,5 +127,5 @@ atomic outputs, stamps), :mod:`.download` (resumable verified downloads, extract
 :mod:`.testsets` (sacreBLEU's test sets), :mod:`.czeng` (CzEng), :mod:`.pipeline` (the
 steps, in order, with their stamps), :mod:`.manifest` (manifest.json and bpe/), :mod:`.cli`
 (the command line), :mod:`.fake_archives` (small fake archives for offline tests). This
-package does not import them: ``import fairseq_posenc.wmt.text`` loads what it needs.
+package does not import them: ``import fairseq_posenc.textprep.text`` loads what it needs.
 """

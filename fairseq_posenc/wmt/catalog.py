@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Tuple
 
+from ..textprep.text import Cleaning
+
 
 EUROPARL_V7 = "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"
 COMMONCRAWL = "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz"
@@ -109,21 +111,6 @@ CORPORA: Dict[str, Corpus] = {
         },
     ),
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Cleaning:
-    """Which training pairs are kept: both sides of ``min_len`` to ``max_len`` tokens (None:
-    no limit), the longer side at most ``max_ratio`` times the shorter (None: no ratio
-    filter), no token over ``max_word_length`` characters (None: any). ``rule``: whose rule
-    this is; ``paper_pairs``: the training pairs the paper reports, if it does."""
-
-    min_len: int = 1
-    max_len: Optional[int] = None
-    max_ratio: Optional[float] = None
-    max_word_length: Optional[int] = None
-    rule: str = ""
-    paper_pairs: Optional[int] = None
 
 
 #: Chen 2021a and DIET ran tensor2tensor, whose ``compile_data`` drops a pair with an empty

@@ -5,7 +5,7 @@
     prepare.py --list                           # the datasets, corpora and test sets
     prepare.py detokenize --lang L [--bpe B]    # detokenize stdin to stdout
 
-Exit codes: 0 done, 1 a :class:`~fairseq_posenc.wmt.common.PrepareError` (the log says what
+Exit codes: 0 done, 1 a :class:`~fairseq_posenc.textprep.files.PrepareError` (the log says what
 to do), 2 a usage error (argparse's), 130 interrupted (rerun the same command to continue).
 Every dataset takes the same options; the ones that only some datasets accept
 (``--paracrawl``, ``--czeng``) are checked against the dataset, so that the error names it.
@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence, Tuple
 
+from ..textprep.files import PrepareError, default_workers
+from ..textprep.text import TOKENIZER, detokenize
 from .catalog import DATASETS, DatasetSpec
-from .common import Options, PrepareError, default_workers, log
+from .common import Options, log
 from .download import normalize_mirror
 from .pipeline import Preparation
-from .text import TOKENIZER, detokenize
 
 class HELP(argparse.ArgumentDefaultsHelpFormatter):
     """Each option's default after its help, but for flags and for options without one

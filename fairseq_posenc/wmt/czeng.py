@@ -18,7 +18,9 @@ import zipfile
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
-from .common import PrepareError, log
+from .common import log
+
+from ..textprep.files import PrepareError
 
 #: The block number in a CzEng 1.6 sentence ID, as UFAL's converter reads it.
 CZENG_BLOCK = re.compile(r"^[^-]+-b(\d+)-\d\d[tde]")

@@ -35,9 +35,10 @@ import zlib
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from ..textprep.files import (PrepareError, atomic_output, file_digest, progress, sha256_file,
+                              write_text_atomic)
 from .catalog import PublishedArchive
-from .common import (PrepareError, atomic_output, file_digest, log, progress, sha256_file,
-                     write_text_atomic)
+from .common import LOG_PREFIX, log
 
 USER_AGENT = "fairseq_posenc-wmt-prepare/1.0"
 
@@ -382,7 +383,7 @@ class Downloader:
         done = have
         next_report = time.monotonic() + 30
         name = part.name[: -len(".part")] if part.name.endswith(".part") else part.name
-        with open(part, mode) as out, progress(total, f"download {name}", unit="B",
+        with open(part, mode) as out, progress(total, f"{LOG_PREFIX} download {name}", unit="B",
                                                unit_scale=True, unit_divisor=1024,
                                                initial=have) as bar:
             while True:

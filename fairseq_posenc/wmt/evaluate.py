@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..evaluation import by_length, scoring
 from ..experiment.translate import hypotheses, translate  # noqa: F401  (hypotheses: API)
-from .common import read_lines, write_text_atomic
+from ..textprep.files import read_lines, write_text_atomic
 from .execute import final_checkpoint
 from .manifest import load_manifest
 from .runs import Run, Scale, decoding, generate_task

@@ -15,9 +15,11 @@ import os
 from pathlib import Path
 from typing import Dict
 
-from .catalog import Cleaning, DatasetSpec, EvalSet
-from .common import Options, PrepareError
-from .text import JOINER, TOKENIZER, subword_settings
+from ..textprep.files import PrepareError
+from ..textprep.text import Cleaning
+from ..textprep.text import JOINER, TOKENIZER, subword_settings
+from .catalog import DatasetSpec, EvalSet
+from .common import Options
 
 
 def bpe_settings(o: Options) -> dict:
@@ -33,7 +35,7 @@ def bpe_settings(o: Options) -> dict:
 
 
 def bpe_json(spec: DatasetSpec, o: Options) -> dict:
-    """``bpe/bpe.json``: what :func:`fairseq_posenc.wmt.text.encode` needs."""
+    """``bpe/bpe.json``: what :func:`fairseq_posenc.textprep.text.encode` needs."""
     return subword_settings(bpe_settings(o), spec.langs)
 
 
@@ -64,7 +66,7 @@ def bpe_readme(spec: DatasetSpec, o: Options) -> str:
     return (
         f"BPE of {spec.name} (made by examples/wmt/prepare.py; settings in bpe.json)\n\n{how}\n"
         "In Python: encode(lines, lang, this_directory) and\n"
-        "detokenize(lines, lang, bpe) (fairseq_posenc.wmt.text) do the same.\n"
+        "detokenize(lines, lang, bpe) (fairseq_posenc.textprep.text) do the same.\n"
     )
 
 

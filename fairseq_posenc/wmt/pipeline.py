@@ -25,15 +25,17 @@ import shutil
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from ..textprep.files import (PrepareError, Stamps, atomic_output, check_parallel, count_lines,
+                              key_of, open_text, read_lines, sanitize, write_text_atomic)
+from ..textprep.text import (TOKENIZER, Cleaning, apply_sentencepiece, apply_subword_nmt,
+                             binarize, clean_corpus, learn_subword_nmt, moses_process_file,
+                             train_sentencepiece)
 from . import manifest as contract
-from .catalog import CORPORA, CZENG17_FILTER, PUBLISHED_ARCHIVES, Cleaning, DatasetSpec, EvalSet
-from .common import (Options, PrepareError, Stamps, atomic_output, check_parallel, count_lines,
-                     key_of, log, open_text, read_lines, sanitize, write_text_atomic)
+from .catalog import CORPORA, CZENG17_FILTER, PUBLISHED_ARCHIVES, DatasetSpec, EvalSet
+from .common import Options, log
 from .czeng import czeng17_bad_blocks, czeng_fingerprint, iter_czeng
 from .download import Downloader, extract_members, mirror_relpath, parse_sums, read_url_text
 from .testsets import mirror_sources, sacrebleu_fetch
-from .text import (TOKENIZER, apply_sentencepiece, apply_subword_nmt, binarize, clean_corpus,
-                   learn_subword_nmt, moses_process_file, train_sentencepiece)
 
 
 class Preparation:

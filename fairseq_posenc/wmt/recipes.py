@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+# the papers' decoding, every translation's default: beam 10, alpha 0.6
+from ..experiment.translate import BEAM, LENPEN  # noqa: F401
+
 
 @dataclass(frozen=True)
 class Column:
@@ -115,7 +118,6 @@ TENSOR2TENSOR_DIFFERENCES = (
     "penalty; fairseq ranks them by their unnormalized score (finished ones by GNMT's penalty)",
 )
 
-BEAM, LENPEN = 10, 0.6  # all three papers decode with beam 10 (AT5: not stated) and alpha 0.6
 
 CHEN2021A = Paper(
     key="chen2021a",

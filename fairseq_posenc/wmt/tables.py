@@ -13,20 +13,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..evaluation import BucketScore, bucket_table, plot_buckets
-from ..evaluation.significance import ALPHA, N_RESAMPLES, bleu_bootstrap
-from .common import read_lines
+from ..evaluation.significance import READING, bleu_bootstrap
+from ..textprep.files import read_lines
 from .recipes import PAPERS, Paper
 from .runs import Run, decoding
-
-
-#: Printed under every table: what the marks mean, and how not to over-read them.
-READING = (
-    "How to read: `chrF` is sacreBLEU's chrF2 on the same hypotheses; `p` is sacreBLEU's "
-    f"paired bootstrap ({N_RESAMPLES} resamples) of the row's BLEU against the baseline row "
-    "{baseline} on the same test sentences (with several seeds: the largest p over the seed "
-    f"pairs), `*` where p < {ALPHA} (never for equal scores). p measures only which "
-    "sentences the test set holds: a difference smaller than the seeds' standard deviation "
-    "is within training noise, whatever p says -- train --seeds 3 or more before reading one.")
 
 
 def mean_std(values: Sequence[float]) -> str:

@@ -24,7 +24,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .common import PrepareError, log
+from .common import log
+
+from ..textprep.files import PrepareError
 from .download import mirror_relpath
 
 #: Exit status of ``python -m fairseq_posenc.wmt.testsets`` when sacreBLEU fails twice.

@@ -24,7 +24,7 @@ import tests.support.cli_utils as cu
 from fairseq_posenc.compare import cli, extrapolation, report as report_mod, summary, variants
 from fairseq_posenc.compare import settings as settings_mod
 from fairseq_posenc.compare.plan import Run
-from fairseq_posenc.wmt.text import TOKENIZER
+from fairseq_posenc.textprep.text import TOKENIZER
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC, TGT = cu.SRC, cu.TGT

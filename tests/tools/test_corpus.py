@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fairseq_posenc import corpus, hypotheses
-from fairseq_posenc.wmt.text import JOINER, join_marked
+from fairseq_posenc.textprep.text import JOINER, join_marked
 
 pytestmark = pytest.mark.slow  # posenc-prepare-corpus end to end
 

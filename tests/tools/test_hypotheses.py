@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
 from fairseq_posenc.hypotheses import main
-from fairseq_posenc.wmt.text import JOINER, TOKENIZER
+from fairseq_posenc.textprep.text import JOINER, TOKENIZER
 
 J = JOINER
 #: fairseq-generate output in batch order (ids 2, 0, 1), with the S-/T-/D-/P- lines it

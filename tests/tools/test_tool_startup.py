@@ -185,7 +185,7 @@ print(json.dumps({{"before": before["model"], **registered()}}))
 
 @pytest.mark.parametrize("first", [
     "fairseq_posenc",  # the package alone: import_user_module then skips it as imported
-    "fairseq_posenc.wmt.text",  # a module of ours that needs no fairseq
+    "fairseq_posenc.textprep.text",  # a module of ours that needs no fairseq
     "fairseq_posenc.models",  # one that imports fairseq itself, before it is complete
     "fairseq_posenc.attention",
     "fairseq_posenc.nn",  # the torch-only API

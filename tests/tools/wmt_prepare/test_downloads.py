@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.wmt import catalog, common, download, fake_archives
+from fairseq_posenc.textprep import files as prep_files
+from fairseq_posenc.wmt import catalog, download, fake_archives
 from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, NC_V10, SMALL, count, run
 
 pytestmark = pytest.mark.slow  # preparations from the fake archives
@@ -88,7 +89,7 @@ def test_without_mirror_uses_files_put_there_by_hand(mirror, tmp_path):
     assert log.count("found without a checksum; verifying it") == 3
     for rel in (EUROPARL, COMMONCRAWL, NC_V10):
         sidecar = downloads / (Path(rel).name + ".sha256")
-        assert sidecar.read_text().split()[0] == common.sha256_file(mirror / rel)
+        assert sidecar.read_text().split()[0] == prep_files.sha256_file(mirror / rel)
     assert count(tmp_path / "d" / "refs" / "newstest2015.de") > 0
 
 
@@ -130,7 +131,7 @@ def test_an_archive_that_differs_from_the_published_one_fails_clearly(mirror, tm
                catalog.PublishedArchive(size=len(data), sha1="0" * 40))
         downloader = download.Downloader(tmp_path / "bad", published={url: bad},
                                          retry_wait=0)
-        with pytest.raises(common.PrepareError) as error:
+        with pytest.raises(prep_files.PrepareError) as error:
             downloader.fetch(url)
         message = str(error.value)
         assert ("bytes" if change == "size" else "sha1") in message

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from fairseq_posenc.wmt import common, fake_archives
+from fairseq_posenc.textprep import files as prep_files
+from fairseq_posenc.wmt import fake_archives
 from fairseq_posenc.wmt import czeng as wmt_czeng  # names of locals here
 from tests.support.wmt_prepare import SMALL, check_contract, run
 
@@ -66,7 +67,7 @@ def test_czeng_1_6_as_tensor2tensor_reads_it(mirror, tmp_path):
 
 def test_czeng_needs_the_plaintext_training_files(tmp_path, capsys):
     (tmp_path / "czeng" / "other").mkdir(parents=True)
-    with pytest.raises(common.PrepareError, match="data.plaintext-format/..train.gz"):
+    with pytest.raises(prep_files.PrepareError, match="data.plaintext-format/..train.gz"):
         list(wmt_czeng.iter_czeng(tmp_path / "czeng", set()))
 
 

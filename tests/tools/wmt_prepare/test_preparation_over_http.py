@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.wmt import common, fake_archives
-from fairseq_posenc.wmt import text as wmt_text  # names of locals here
+from fairseq_posenc.textprep import files as prep_files
+from fairseq_posenc.textprep import text as prep_text  # names of locals here
+from fairseq_posenc.wmt import fake_archives
 from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, SMALL, WMT13_TEST, check_contract, run
 
 pytestmark = pytest.mark.slow  # whole preparations from the fake archives
@@ -64,7 +65,7 @@ def test_interrupted_transfer_resumes_with_range(de18):
     archive = de18["dest"] / "downloads" / Path(EUROPARL).name
     assert archive.read_bytes() == (de18["mirror"] / EUROPARL).read_bytes()
     sidecar = archive.with_name(archive.name + ".sha256").read_text().split()[0]
-    assert sidecar == common.sha256_file(archive)
+    assert sidecar == prep_files.sha256_file(archive)
     assert not list((de18["dest"] / "downloads").glob("*.part"))
 
 
@@ -116,8 +117,8 @@ def test_detokenize_and_encode(de18):
 
     bpe_dir = de18["dest"] / "bpe"
     text = 'Das „neue“ E-Mail-System kostet 3,5 Prozent mehr.'
-    encoded = wmt_text.encode([text], "de", bpe_dir)[0]
-    assert "@@" in encoded and f"{wmt_text.JOINER}-" in encoded  # hyphens split off (-a)
-    decoded = wmt_text.detokenize([post_process(encoded, "subword_nmt")], "de", "subword-nmt")[0]
+    encoded = prep_text.encode([text], "de", bpe_dir)[0]
+    assert "@@" in encoded and f"{prep_text.JOINER}-" in encoded  # hyphens split off (-a)
+    decoded = prep_text.detokenize([post_process(encoded, "subword_nmt")], "de", "subword-nmt")[0]
     assert decoded == text  # the raw text, quotes included
-    assert wmt_text.detokenize(["Ein Test ."], "de", "sentencepiece") == ["Ein Test ."]
+    assert prep_text.detokenize(["Ein Test ."], "de", "sentencepiece") == ["Ein Test ."]

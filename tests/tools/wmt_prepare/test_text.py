@@ -8,8 +8,9 @@ import io
 
 import pytest
 
-from fairseq_posenc.wmt import catalog, common
-from fairseq_posenc.wmt import text as wmt_text  # names of locals here
+from fairseq_posenc.textprep import files as prep_files
+from fairseq_posenc.textprep import text as prep_text  # names of locals here
+from fairseq_posenc.wmt import catalog
 
 
 # --- the target side comes back to the raw references it is scored against ---------------
@@ -36,23 +37,23 @@ def round_trip_bleu(hyps, refs):
 @pytest.mark.parametrize("lang", sorted(RAW_REFERENCES))
 def test_target_side_round_trip_subword_nmt(lang, tmp_path):
     """Raw references through the preparation's processing and BPE, then back as
-    fairseq-generate --remove-bpe and wmt_text.detokenize give them: >= 99 BLEU (here: the
+    fairseq-generate --remove-bpe and prep_text.detokenize give them: >= 99 BLEU (here: the
     same strings)."""
     from subword_nmt.apply_bpe import BPE
 
     refs = RAW_REFERENCES[lang]
-    tokens = wmt_text.moses_process_lines(refs, lang)
+    tokens = prep_text.moses_process_lines(refs, lang)
     corpus = tmp_path / "tok.txt"
     corpus.write_text("\n".join(tokens * 3) + "\n", encoding="utf-8")
     codes, vocab = tmp_path / "codes", tmp_path / "vocab"
-    wmt_text.learn_subword_nmt([corpus], codes, [vocab], 40, 1)
+    prep_text.learn_subword_nmt([corpus], codes, [vocab], 40, 1)
     with open(codes, encoding="utf-8") as c:
         bpe = BPE(c)
     encoded = [bpe.process_line(t) for t in tokens]
     assert any("@@ " in line for line in encoded)  # BPE did split words
     removed = [(line + " ").replace("@@ ", "").rstrip() for line in encoded]  # --remove-bpe
-    back = wmt_text.detokenize(removed, lang, "subword-nmt",
-                               wmt_text.TOKENIZER)
+    back = prep_text.detokenize(removed, lang, "subword-nmt",
+                               prep_text.TOKENIZER)
     assert round_trip_bleu(back, refs) >= 99.0
     assert back == refs
 
@@ -62,16 +63,16 @@ def test_target_side_round_trip_sentencepiece(lang, tmp_path):
     from fairseq.data.data_utils import post_process
 
     refs = RAW_REFERENCES[lang]
-    text = wmt_text.moses_process_lines(refs, lang, tokenize=False)
+    text = prep_text.moses_process_lines(refs, lang, tokenize=False)
     corpus = tmp_path / "raw.txt"
     corpus.write_text("\n".join(text * 3) + "\n", encoding="utf-8")
     model = tmp_path / "spm.model"
-    wmt_text.train_sentencepiece([corpus], model, 80, "unigram", 1000, 1)
+    prep_text.train_sentencepiece([corpus], model, 80, "unigram", 1000, 1)
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(model))
     pieces = [" ".join(p) for p in sp.encode(text, out_type=str)]
-    back = wmt_text.detokenize([post_process(p, "sentencepiece") for p in pieces], lang,
+    back = prep_text.detokenize([post_process(p, "sentencepiece") for p in pieces], lang,
                                "sentencepiece")
     assert round_trip_bleu(back, refs) >= 99.0
     assert back == refs
@@ -94,10 +95,10 @@ def test_each_dataset_cleans_as_its_paper(tmp_path):
         ins[i].write_text("\n".join(side) + "\n", encoding="utf-8")
     outs = (tmp_path / "out.en", tmp_path / "out.de")
     corpora = [("first", 2), ("second", 3)]
-    read, kept, per = wmt_text.clean_corpus(tuple(ins), outs, catalog.AT5_CLEANING, corpora)
+    read, kept, per = prep_text.clean_corpus(tuple(ins), outs, catalog.AT5_CLEANING, corpora)
     assert (read, kept) == (5, 3)  # the empty side and the 121-token side go
     assert per == {"first": {"raw": 2, "kept": 1}, "second": {"raw": 3, "kept": 2}}
-    read, kept, _ = wmt_text.clean_corpus(tuple(ins), outs, catalog.TENSOR2TENSOR_CLEANING)
+    read, kept, _ = prep_text.clean_corpus(tuple(ins), outs, catalog.TENSOR2TENSOR_CLEANING)
     assert kept == 4
 
 
@@ -108,8 +109,8 @@ def test_progress_bars_on_a_terminal_only():
             return True
 
     for stream, shown in ((io.StringIO(), False), (Terminal(), True)):
-        with common.progress(2048, "download x.tgz", unit="B", unit_scale=True,
-                              file=stream) as bar:
+        with prep_files.progress(2048, "download x.tgz", unit="B", unit_scale=True,
+                                 file=stream) as bar:
             bar.update(1024)
             bar.refresh()
         text = stream.getvalue()

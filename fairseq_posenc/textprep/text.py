@@ -18,6 +18,7 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -26,8 +27,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .catalog import Cleaning
-from .common import PrepareError, atomic_output, count_lines, open_text, progress, sanitize
+from .files import PrepareError, atomic_output, count_lines, open_text, progress, sanitize
 
 CHUNK_LINES = 2000  # lines per task sent to a tokenizer worker
 
@@ -180,6 +180,21 @@ def _bpe_chunk(lines: List[str]) -> List[str]:
 
 
 #: Why :func:`clean_corpus` drops a pair, by the :class:`Cleaning` field that decides it.
+@dataclasses.dataclass(frozen=True)
+class Cleaning:
+    """Which training pairs are kept: both sides of ``min_len`` to ``max_len`` tokens (None:
+    no limit), the longer side at most ``max_ratio`` times the shorter (None: no ratio
+    filter), no token over ``max_word_length`` characters (None: any). ``rule``: whose rule
+    this is; ``paper_pairs``: the training pairs the paper reports, if it does."""
+
+    min_len: int = 1
+    max_len: Optional[int] = None
+    max_ratio: Optional[float] = None
+    max_word_length: Optional[int] = None
+    rule: str = ""
+    paper_pairs: Optional[int] = None
+
+
 DROP_REASONS = {"min_len": "a side shorter than min_len tokens",
                 "max_len": "a side longer than max_len tokens",
                 "max_ratio": "length ratio over max_ratio",
