@@ -26,11 +26,13 @@ class Outcome:
 
 
 def slots(launcher: Launcher, tool: str) -> local.Slots:
-    """The local launcher's runs at once. :class:`SystemExit` when the GPUs are too few."""
+    """The local launcher's runs at once (on the CPU where no GPU is visible: the tools
+    check before that their runs may train there). :class:`SystemExit` when the GPUs are
+    too few for one run."""
+    gpus = local.visible_gpus() if launcher.gpus_per_run else []
     try:
-        return local.Slots.plan(launcher.parallel, launcher.gpus_per_run,
-                                local.visible_gpus() if launcher.gpus_per_run else (),
-                                local.cores())
+        return local.Slots.plan(launcher.parallel, launcher.gpus_per_run if gpus else 0,
+                                gpus, local.cores())
     except ValueError as e:
         raise SystemExit(f"{tool}: {e}") from None
 
