@@ -2,7 +2,9 @@
 
 The lock is ``fcntl.flock`` on ``DIR/.posenc.lock``, held while the command runs and
 released by the kernel when its process ends, however it ends, so that a killed command
-leaves nothing to clean up. The file says who holds it (pid, host, start, command).
+leaves nothing to clean up. The file says who holds it (pid, host, start, command). A command
+that made the directory and stops before writing anything else in it (bad input) removes it
+again, so that it leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ NAME = ".posenc.lock"
 def hold(directory: Path, tool: str) -> Iterator[None]:
     """Hold ``directory``'s lock for the duration, or stop (:class:`SystemExit`) naming the
     process that holds it."""
+    made = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / NAME
     f = open(path, "a+", encoding="utf-8")
@@ -43,4 +46,7 @@ def hold(directory: Path, tool: str) -> Iterator[None]:
         f.flush()
         yield
     finally:
+        if made and [p.name for p in directory.iterdir()] == [NAME]:
+            path.unlink()
+            directory.rmdir()
         f.close()  # closing releases the lock
