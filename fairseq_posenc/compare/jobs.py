@@ -10,7 +10,7 @@ A job translates and scores where it trained: the checkpoints are there, the GPU
 run is finished when its job ends, so that collecting the runs is only assembling the
 report.
 
-Before anything starts, each run's state (:func:`fairseq_posenc.launch.tasks.statuses`):
+Before anything starts, each run's state (:func:`fairseq_posenc.launch.dispatch.statuses`):
 finished runs are kept, a run whose SLURM job is queued or running is left to it (nothing
 trains a run twice at once), a run that ended without finishing is reported with the end of
 its logs and runs again, a new run runs.
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..launch import slurm
-from ..launch.dispatch import Outcome, dispatch, follow
+from ..launch.dispatch import Outcome, dispatch, follow, statuses
 from ..launch.options import Launcher
-from ..launch.tasks import Status, Task, statuses
+from ..launch.tasks import Status, Task
 from . import execute, plan, variants as variants_mod
 from .data import Corpus
 from .execute import complete, say

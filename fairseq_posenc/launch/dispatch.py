@@ -12,17 +12,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from . import local, slurm
 from .options import Launcher
-from .tasks import Status, Task, statuses
+from .tasks import Status, Task, read_record, tail
 
 
 @dataclass
 class Outcome:
     pending: list[tuple[Task, Status]] = field(default_factory=list)  # in SLURM's queue
     failed: list[Task] = field(default_factory=list)  # ended without finishing, this time
+
+
+def statuses(tasks: Sequence[Task], finished: Sequence[bool]) -> list[Status]:
+    """What became of each task (see the module docstring). ``squeue`` is asked once, and
+    only when a task has a SLURM job; without ``squeue`` here such a task counts as queued
+    (its job may still run: nothing may train it a second time)."""
+    records = [None if done else read_record(t) for t, done in zip(tasks, finished)]
+    jobs = {r["job_id"] for r in records if r and r.get("launcher") == "slurm"}
+    queue: Optional[dict[str, str]] = None
+    if jobs:
+        queue = slurm.queued()
+    out = []
+    for task, record, done in zip(tasks, records, finished):
+        if done:
+            out.append(Status("finished"))
+        elif record is None:
+            out.append(Status("new"))
+        elif record.get("launcher") == "slurm":
+            job = record["job_id"]
+            if queue is None:
+                out.append(Status("queued", job, "unknown: no squeue here"))
+            elif job in queue:
+                out.append(Status("queued", job, queue[job]))
+            else:
+                logs = [*tail(task.log), *tail(Path(record["stderr"]) if "stderr" in record
+                                               else None)]
+                out.append(Status("ended", job, tail=logs))
+        else:
+            out.append(Status("ended", tail=[*tail(task.log), *tail(task.job_log)]))
+    return out
 
 
 def slots(launcher: Launcher, tool: str) -> local.Slots:

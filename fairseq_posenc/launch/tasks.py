@@ -8,7 +8,7 @@ skips what finished and continues what did not (a training from its
 ``checkpoint_last.pt``), so that running it again, after a crash, a requeue or a rerun,
 loses nothing and repeats nothing.
 
-What became of a task (:func:`statuses`), from the task's own files and ``squeue``:
+What became of a task (:func:`.dispatch.statuses`), from its own files and ``squeue``:
 ``finished`` (its tool says so), ``queued`` (its SLURM job is pending or running),
 ``ended`` (it has a record but neither finished nor is queued: it failed, was cancelled or
 killed; the end of its logs says why) or ``new``. SLURM's accounting (``sacct``) is not
@@ -23,7 +23,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 #: Lines of a log shown for a task that ended without finishing.
 TAIL_LINES = 15
@@ -83,35 +83,3 @@ def tail(path: Optional[Path], lines: int = TAIL_LINES) -> list[str]:
         return []
     text = path.read_text(encoding="utf-8", errors="replace").splitlines()
     return [f"{path}:"] + [f"  {line}" for line in text[-lines:]]
-
-
-def statuses(tasks: Sequence[Task], finished: Sequence[bool]) -> list[Status]:
-    """What became of each task (see the module docstring). ``squeue`` is asked once, and
-    only when a task has a SLURM job; without ``squeue`` here such a task counts as queued
-    (its job may still run: nothing may train it a second time)."""
-    records = [None if done else read_record(t) for t, done in zip(tasks, finished)]
-    jobs = {r["job_id"] for r in records if r and r.get("launcher") == "slurm"}
-    queue: Optional[dict[str, str]] = None
-    if jobs:
-        from .slurm import queued  # squeue only: no submitit
-
-        queue = queued()
-    out = []
-    for task, record, done in zip(tasks, records, finished):
-        if done:
-            out.append(Status("finished"))
-        elif record is None:
-            out.append(Status("new"))
-        elif record.get("launcher") == "slurm":
-            job = record["job_id"]
-            if queue is None:
-                out.append(Status("queued", job, "unknown: no squeue here"))
-            elif job in queue:
-                out.append(Status("queued", job, queue[job]))
-            else:
-                logs = [*tail(task.log), *tail(Path(record["stderr"]) if "stderr" in record
-                                               else None)]
-                out.append(Status("ended", job, tail=logs))
-        else:
-            out.append(Status("ended", tail=[*tail(task.log), *tail(task.job_log)]))
-    return out
