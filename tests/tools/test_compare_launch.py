@@ -73,6 +73,30 @@ def test_parallel_runs_score_as_sequential_runs(raw, sequential, tmp_path):  # n
     print(f"\nsequential {sequential[1]:.1f} s, --parallel 2 {seconds:.1f} s")
 
 
+@pytest.mark.slow  # a comparison with a run that fails
+def test_a_failed_run_is_reported_and_the_others_make_the_report(raw, tmp_path):  # noqa: F811
+    out = tmp_path / "cmp"
+    broken = out / "runs" / "t5" / "seed1" / "checkpoints" / "checkpoint_last.pt"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("not a checkpoint")  # fairseq-train cannot resume from it
+    done = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+                          capture_output=True, text=True, env=subprocess_env(), timeout=900)
+    assert done.returncode == 1
+    assert "t5 seed 1 failed (exit code 1); the others go on" in done.stderr
+    assert "fairseq-train failed" in done.stderr  # the end of its logs
+    assert "the report leaves out the runs that failed: t5 seed 1" in done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [(r["encoding"], r["finished"]) for r in report["runs"]] == [
+        ("sinusoidal", True), ("t5", False)]
+    # the next run of the command says how it ended, and runs it again
+    broken.unlink()
+    again = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+                           capture_output=True, text=True, env=subprocess_env(), timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "t5 seed 1: its process ended without finishing; it runs again" in again.stderr
+    assert all(r["finished"] for r in json.loads((out / "report.json").read_text())["runs"])
+
+
 def validation_losses(run: Path) -> list[tuple[int, float]]:
     """(update, loss) of every validation over the run's training log's parts, a resumed
     part's replacing what it repeats."""
