@@ -47,11 +47,11 @@ def statuses(tasks: Sequence[Task], finished: Sequence[bool]) -> list[Status]:
             elif job in queue:
                 out.append(Status("queued", job, queue[job]))
             else:
-                logs = [*tail(task.log), *tail(Path(record["stderr"]) if "stderr" in record
-                                               else None)]
-                out.append(Status("ended", job, tail=logs))
+                # the job's own output: the run's failure (with its log's end), a requeue,
+                # SLURM's word on a cancellation or a time limit
+                out.append(Status("ended", job, tail=tail(Path(record["stderr"]))))
         else:
-            out.append(Status("ended", tail=[*tail(task.log), *tail(task.job_log)]))
+            out.append(Status("ended", tail=tail(task.job_log)))
     return out
 
 

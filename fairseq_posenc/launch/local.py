@@ -106,7 +106,7 @@ def run(tasks: Sequence[Task], slots: Slots, say: Callable[[str], None]) -> list
                 if proc.returncode:
                     failed.append(task)
                     say("\n".join([f"{task.label} failed (exit code {proc.returncode}); "
-                                   "the others go on", *tail(task.log), *tail(task.job_log)]))
+                                   "the others go on", *tail(task.job_log)]))
                 else:
                     say(f"{task.label}: finished")
             line = "; ".join(last_step(t.job_log) for t, _ in active.values())

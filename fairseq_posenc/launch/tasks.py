@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-#: Lines of a log shown for a task that ended without finishing.
-TAIL_LINES = 15
+#: Lines of a log shown for a task that ended without finishing: a fairseq failure's
+#: message and the 20 last lines of fairseq's log that it holds
+#: (:func:`fairseq_posenc.experiment.fairseq_run.run_fairseq`).
+TAIL_LINES = 25
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class Task:
     home: Path  # the run's directory: job.json and job.log
     call: Callable[..., Any]  # a module-level function: pickled by reference
     args: tuple = ()
-    log: Optional[Path] = None  # the run's own log, whose end explains a failure
+    log: Optional[Path] = None  # the run's own log (train.log), to follow it
 
     @property
     def record(self) -> Path:
