@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..experiment.checkpoints import interval_flags
-from .settings import Settings
+from .settings import Settings, last_flag as _flag
 
 #: fairseq's learning-rate schedulers whose schedule is laid over ``--max-update``.
 BUDGET_SCHEDULES = ("cosine", "polynomial_decay", "tri_stage")
@@ -38,17 +38,6 @@ BUDGET_SCHEDULES = ("cosine", "polynomial_decay", "tri_stage")
 #: What a raise moves out of a run's directory, ``trained.json`` last (it says the run is
 #: trained: an interrupted raise leaves it until the rest has moved).
 MOVED = ("tests", "inspect", "inspect.log", "trained.json")
-
-
-def _flag(flags: list[str], name: str) -> Optional[str]:
-    """The last value of ``name`` in ``flags`` (fairseq's argparse keeps the last)."""
-    value = None
-    for i, flag in enumerate(flags):
-        if flag == name and i + 1 < len(flags):
-            value = flags[i + 1]
-        elif flag.startswith(name + "="):
-            value = flag.split("=", 1)[1]
-    return value
 
 
 def interval(rule: str, max_update: int) -> tuple[int, int]:

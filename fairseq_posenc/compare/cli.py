@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..experiment.checkpoints import check_rule
-from . import (budget, convergence, data, execute, extrapolation, plan, report,
+from ..launch import dispatch, lock, options as launch_options
+from ..launch.options import Launcher
+from . import (budget, convergence, data, extrapolation, jobs, plan, report,
                settings as settings_mod, summary, variants as variants_mod)
 from .execute import say
-from .settings import DEFAULT_CLEANING, RECIPES, SIZES, Settings
+from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -98,6 +100,10 @@ def parser() -> argparse.ArgumentParser:
                         "flags, no retraining, a row of its own (LABEL, or ENC+ the flags' "
                         "values): \"rope:--rope-scaling yarn --rope-scaling-factor 4\" is "
                         "the row rope+yarn-4")
+    p.add_argument("--batch-tokens", type=int, metavar="N",
+                   help="tokens per update, whatever the GPUs a run is given (default: tiny "
+                        f"{BATCH_TOKENS['tiny']}, base {BATCH_TOKENS['base']}); the update "
+                        "frequency and the tokens per GPU follow from the GPUs")
     p.add_argument("--workers", type=int, default=2,
                    help="processes for tokenization and BPE (default 2)")
     p.add_argument("--report-only", action="store_true",
@@ -105,11 +111,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="start over: delete OUT's runs, data and report when its settings "
                         "differ from these")
+    launch_options.add(p, slurm_gpus=True)
     return p
 
 
 def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
-    for name in ("seeds", "max_update", "max_epoch", "bpe_merges", "workers"):
+    for name in ("seeds", "max_update", "max_epoch", "bpe_merges", "workers", "batch_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
@@ -126,6 +133,10 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         train_args = tuple(shlex.split(args.train_args))
     except ValueError as e:
         p.error(f"--train-args: {e}")
+    for flag in ("--update-freq", "--distributed-world-size"):
+        if settings_mod.last_flag(train_args, flag) is not None:
+            p.error(f"--train-args {flag}: the batch is --batch-tokens per update, and the "
+                    "launcher splits it over each run's GPUs: set --batch-tokens instead")
     cleaning = settings_mod.Cleaning(
         min_len=1, max_len=args.clean_max_len or None, max_ratio=args.clean_max_ratio or None,
         rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (
@@ -137,7 +148,8 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         arch_prefix=args.arch_prefix or SIZES[args.size], recipe=RECIPES[args.size],
         train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
         valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
-        bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len)
+        bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len,
+        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size])
 
 
 def check_models(settings: Settings, encodings: Sequence[str]) -> None:
@@ -212,8 +224,11 @@ def start(out: Path, new: Settings, force: bool, report_only: bool = False) -> N
                          "settings:\n  " + "\n  ".join(settings_mod.differences(old, new))
                          + "\nrerun with its settings, choose another OUT, or --force to "
                            "start over (deletes its runs, data and report)")
+    if queued := jobs.queued_jobs(out):
+        raise SystemExit(f"posenc-compare: --force would delete the runs of SLURM jobs still "
+                         f"queued or running ({' '.join(queued)}): scancel them first")
     say(f"--force: starting over in {out}")
-    for name in ("runs", "data", "report"):
+    for name in ("runs", "data", "report", "slurm"):
         shutil.rmtree(out / name, ignore_errors=True)
     for name in ("settings.json", "report.md", "report.json", "params.json"):
         (out / name).unlink(missing_ok=True)
@@ -227,6 +242,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if baseline not in encodings:
         p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)}")
     settings = settings_of(args, p)
+    launcher = launch_options.of(args, p, "posenc-compare", gpus_per_run=1, cpu=settings.cpu)
+    try:
+        batch = plan.batch(settings, launcher.gpus_per_run)
+    except ValueError as e:
+        p.error(f"--batch-tokens: {e}")
     bins = None
     if args.bins:
         from ..evaluation import bins_from_edges
@@ -241,12 +261,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     data.check(settings)
     check_models(settings, encodings)
     variants_mod.check(variants, encodings, settings)
-    if not settings.cpu:
+    if not settings.cpu and launcher.kind == "local":  # a SLURM job finds its GPUs there
         import torch
         if not torch.cuda.is_available():
             raise SystemExit("posenc-compare: no CUDA GPU here: pass --cpu to train on the CPU")
+        if not args.report_only:
+            dispatch.slots(launcher, "posenc-compare")  # enough GPUs for a run
     if args.report_only and settings_mod.read(args.out / "settings.json") is None:
         raise SystemExit(f"posenc-compare: {args.out} has no comparison to report on")
+    with lock.hold(args.out, "posenc-compare"):
+        return compare(args, settings, launcher, batch.to_json(), encodings, baseline, bins,
+                       variants)
+
+
+def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings: list[str],
+            baseline: str, bins, variants: list) -> int:
+    """The comparison, once the command line is checked, with ``OUT`` locked."""
     start(args.out, settings, args.force, args.report_only)
     if note := convergence.epochs_note(settings.max_epoch):
         say(f"note: {note}")
@@ -256,10 +286,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if limit:
         extrapolation.check_train_limit(limit)
     check_lengths(settings, corpus, encodings, limit.longest if limit else None)
-    settings_mod.write(args.out / "settings.json", settings)
     runs = plan.runs(encodings, args.seeds)
-    if not args.report_only:
-        execute.run_all(settings, corpus, runs, args.out)
+    if args.report_only:
+        for line in jobs.pending_lines(settings, corpus, runs, args.out):
+            say(f"pending: {line}")
+    else:
+        settings_mod.write(args.out / "settings.json", settings,
+                           {**launcher.to_json(), "batch": batch})
+        outcome = jobs.run_all(settings, corpus, runs, args.out, variants, launcher)
+        if outcome.pending:
+            return 0  # the report once the jobs have finished: a rerun collects them
         variants_mod.translate_all(settings, corpus, runs, variants, args.out)
     say("report: scoring, significance, pictures")
     params = plan.parameter_counts(settings, corpus, encodings, args.out / "params.json")
@@ -267,12 +303,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     built = summary.build(args.out, settings, corpus, encodings, args.seeds, baseline,
                           bins or AT5_BINS, params, limit=limit, variants=variants)
     summary.write(args.out / "report.json", built)
-    inspect = {e: r.inspect_dir(args.out) / "index.html" for e in encodings
-               for r in runs if r.encoding == e and r.seed == 1
-               and (r.inspect_dir(args.out) / "index.html").exists()}
+    runs_done = [r for r in runs if r.seed == 1]
+    inspect = {r.encoding: r.inspect_dir(args.out) / "index.html" for r in runs_done
+               if (r.inspect_dir(args.out) / "index.html").exists()}
     written = report.write(built, args.out, inspect)
     for path in [*written, args.out / "report.json"]:
         say(f"report: {path}")
+    if not args.report_only and outcome.failed:
+        raise SystemExit("posenc-compare: the report leaves out the runs that failed: "
+                         + ", ".join(t.label for t in outcome.failed)
+                         + " (their logs' ends above); rerun to run them again")
     return 0
 
 

@@ -27,12 +27,13 @@ from typing import Callable, Iterator, Optional, Sequence
 from ..evaluation import scoring
 from ..experiment.checkpoints import final_checkpoint
 from ..experiment.fairseq_run import logged_to, run_fairseq
-from ..experiment.trainlog import last_update, words_per_second
+from ..experiment.trainlog import keep_earlier, last_update, words_per_second
+from ..launch.batch import Split
 from ..experiment.translate import translate
 from ..textprep.files import read_lines, write_text_atomic
 from .budget import earlier
 from .data import Corpus, inspect_sentence
-from .plan import Run, train_args
+from .plan import Run, batch, train_args
 from .settings import Settings
 
 #: sacreBLEU's default BLEU (cased, 13a tokenization) and chrF, as ``posenc-score`` scores.
@@ -86,47 +87,58 @@ def complete(run: Run, out: Path, settings: Settings) -> bool:
             and (run.seed != 1 or (run.inspect_dir(out) / "index.html").exists()))
 
 
-def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path) -> None:
+def run_all(settings: Settings, corpus: Corpus, runs: Sequence[Run], out: Path,
+            batch_split: Split) -> None:
+    """Every run in turn, in this process (the local launcher without ``--parallel``)."""
     progress = Progress(runs, lambda r: complete(r, out, settings))
     for index, run in enumerate(runs, 1):
         if complete(run, out, settings):
             say(f"run {index}/{len(runs)}: {run.label}: finished before, kept")
             continue
         progress.begin()
-        step = lambda what: say(progress.line(index, run, what))  # noqa: E731
-        train(settings, corpus, run, out, step)
-        checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
-        for test in corpus.tests:
-            evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
-        if run.seed == 1:
-            inspect(corpus, run, checkpoint, out, step)
+        run_one(settings, corpus, run, out, batch_split,
+                lambda what, run=run, index=index: say(progress.line(index, run, what)))
         progress.end()
 
 
+def run_one(settings: Settings, corpus: Corpus, run: Run, out: Path, batch_split: Split,
+            step: Callable[[str], None]) -> None:
+    """Every step of ``run`` that has not finished: train, translate and score every test
+    split, inspect (seed 1)."""
+    train(settings, corpus, run, out, step, batch_split)
+    checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
+    for test in corpus.tests:
+        evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
+    if run.seed == 1:
+        inspect(corpus, run, checkpoint, out, step)
+
+
 def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
-          step: Callable[[str], None]) -> None:
+          step: Callable[[str], None], batch_split: Optional[Split] = None) -> None:
+    """Train ``run`` unless it has finished, resuming from its ``checkpoint_last.pt``;
+    ``batch_split``: the batch over the run's GPUs (default: one GPU, or the CPU)."""
     marker = run.trained(out)
     if marker.exists():
         return
+    batch_split = batch_split or batch(settings, 1)
     log = run.train_log(out)
     last = run.save_dir(out) / "checkpoint_last.pt"
-    if log.exists():  # an earlier part: keep its log, fairseq resumes from checkpoint_last.pt
-        parts = run.train_logs(out)
-        log.rename(log.with_name(f"train.{len(parts)}.log"))
+    keep_earlier(log)  # an earlier part: fairseq resumes from checkpoint_last.pt
     resumed = (f", resuming at update {last_update(run.train_logs(out)[-1]) or 0}"
                if last.exists() and run.train_logs(out) else "")
     step(f"training{resumed} (log: {log})")
     started = time.monotonic()
     with _watching(log, settings.max_update, step):
-        run_fairseq("fairseq-train", train_args(settings, corpus, run, out), log=log,
-                    say=lambda _: None)
+        run_fairseq("fairseq-train", train_args(settings, corpus, run, out, batch_split),
+                    log=log, say=lambda _: None)
     checkpoint = final_checkpoint(run.save_dir(out), settings.checkpoint)
     speeds = [v for v in map(words_per_second, run.train_logs(out)) if v is not None]
     write_text_atomic(marker, json.dumps({
         "checkpoint": str(checkpoint), "last_update": last_update(log),
         "budgets": [e["max_update"] for e in earlier(run.dir(out))] + [settings.max_update],
         "words_per_second": statistics.median(speeds) if speeds else None,
-        "seconds_this_part": round(time.monotonic() - started, 1)}, indent=1) + "\n")
+        "seconds_this_part": round(time.monotonic() - started, 1),
+        "batch": batch_split.to_json()}, indent=1) + "\n")
 
 
 #: Seconds between the lines that report a training's progress.

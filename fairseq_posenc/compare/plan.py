@@ -6,7 +6,8 @@ every encoding as early as it can. Every run's ``fairseq-train`` gets the same f
 (:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding and the
 seed differ, and seed ``k`` is the same for every encoding. Under ``--max-update`` every
 run validates often enough for the report to say whether it was still improving
-(:func:`.convergence.validation_flags`).
+(:func:`.convergence.validation_flags`). The batch is ``--batch-tokens`` per update, split
+over the GPUs the launcher gives a run (:func:`batch`), so that it is the same on any.
 
 ``OUT/runs/ENCODING/seedK/``: ``checkpoints/`` (fairseq's save directory), ``train.log``
 (and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
@@ -19,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
+from ..experiment import trainlog
 from ..experiment.checkpoints import interval_flags
 from ..experiment.fairseq_run import USER_DIR
+from ..launch.batch import Split, split
 from .convergence import validation_flags
 from .data import Corpus
 from .settings import Settings
@@ -44,10 +47,7 @@ class Run:
 
     def train_logs(self, out: Path) -> list[Path]:
         """Every part of the training log, oldest first."""
-        parts = sorted(self.dir(out).glob("train.*.log"),
-                       key=lambda p: int(p.name.split(".")[1]))
-        current = self.train_log(out)
-        return parts + ([current] if current.exists() else [])
+        return trainlog.parts(self.train_log(out))
 
     def trained(self, out: Path) -> Path:
         return self.dir(out) / "trained.json"
@@ -74,8 +74,17 @@ def arch(settings: Settings, encoding: str) -> str:
     return f"{settings.arch_prefix}_{encoding}"
 
 
-def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path) -> list[str]:
-    """``fairseq-train``'s arguments for ``run`` (the program name excluded)."""
+def batch(settings: Settings, gpus: int) -> Split:
+    """The comparison's tokens per update on ``gpus`` GPUs per run (0: the CPU).
+    :class:`ValueError` when they do not divide evenly."""
+    return split(settings.batch_tokens, settings.max_tokens(), 0 if settings.cpu else gpus)
+
+
+def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
+               batch_split: Optional[Split] = None) -> list[str]:
+    """``fairseq-train``'s arguments for ``run`` (the program name excluded), its batch
+    split as ``batch_split`` says (default: over one GPU, or the CPU)."""
+    batch_split = batch_split or batch(settings, 1)
     return [
         str(corpus.bin), "--user-dir", str(USER_DIR),
         *(("--task", "translation_extrapolation", "--train-max-len", str(settings.train_max_len))
@@ -87,6 +96,7 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path) -> list[
         *validation_flags(settings.max_update),
         *interval_flags(settings.checkpoint, settings.max_update or 0),
         *settings.fairseq_train_flags(),
+        *batch_split.flags(),
     ]
 
 

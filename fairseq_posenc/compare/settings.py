@@ -12,6 +12,12 @@ The recipes per model size are the flags every ``fairseq-train`` gets before the
 minutes), ``base`` the papers' Transformer base schedule (Vaswani et al. 2017, sec. 5.3:
 Adam (0.9, 0.98), inverse square root with 4000 warm-up steps, label smoothing 0.1),
 as fairseq's WMT recipe sets it (learning rate 7e-4, shared embeddings).
+
+A run's batch is a number of tokens per update (:data:`BATCH_TOKENS`, ``--batch-tokens``),
+the same whatever the GPUs that train it: how the update is split over them (tokens per GPU
+and pass, passes per update) is the launcher's (:func:`fairseq_posenc.launch.batch.split`),
+and ``settings.json`` records the latest split beside the settings (``launch``), each
+run's ``trained.json`` its own.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ..textprep.text import Cleaning
 
@@ -38,6 +44,14 @@ RECIPES: dict[str, tuple[str, ...]] = {
              "--share-all-embeddings", "--clip-norm", "0.0", "--weight-decay", "0.0"),
 }
 
+
+#: Tokens per update per size: the tiny recipe's one pass of 4096 tokens, the base recipe's
+#: 8 x 4096 (fairseq's WMT recipe on 8 GPUs, or --update-freq 8 on one).
+BATCH_TOKENS = {"tiny": 4096, "base": 32768}
+
+#: Tokens per update of a comparison written before the batch was a setting: one pass of
+#: the recipes' --max-tokens, as a run on the CPU or one GPU trained.
+EARLIER_BATCH_TOKENS = 4096
 
 #: Training pairs kept from raw data: fairseq's WMT preparation (``clean-corpus-n.perl
 #: -ratio 1.5 1 250``): both sides of 1 to 250 Moses tokens, neither over 1.5 times the other.
@@ -66,6 +80,8 @@ class Settings:
     #: --train-max-len: train on the pairs of at most this many tokens per side (subwords
     #: and </s>, --task translation_extrapolation); None: every pair
     train_max_len: Optional[int] = None
+    #: --batch-tokens: tokens per update, whatever the GPUs (:mod:`fairseq_posenc.launch.batch`)
+    batch_tokens: int = EARLIER_BATCH_TOKENS
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -73,7 +89,10 @@ class Settings:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
-        obj = {"train_max_len": None, **obj}  # written before --train-max-len existed
+        # written before --train-max-len or --batch-tokens existed; "launch" records how the
+        # runs were split over GPUs, not what they compute
+        obj = {"train_max_len": None, "batch_tokens": EARLIER_BATCH_TOKENS,
+               **{k: v for k, v in obj.items() if k != "launch"}}
         unknown = set(obj) - fields
         if unknown or fields - set(obj):
             raise ValueError(f"settings.json has fields {sorted(obj)}, expected "
@@ -90,6 +109,21 @@ class Settings:
         stop = (["--max-update", str(self.max_update)] if self.max_update else []) + (
             ["--max-epoch", str(self.max_epoch)] if self.max_epoch else [])
         return [*self.recipe, *stop, *self.train_args, *(["--cpu"] if self.cpu else [])]
+
+    def max_tokens(self) -> int:
+        """Tokens per pass before the launcher's split: the flags' last ``--max-tokens``."""
+        return int(last_flag(self.fairseq_train_flags(), "--max-tokens") or 4096)
+
+
+def last_flag(flags: Sequence[str], name: str) -> Optional[str]:
+    """The last value of ``name`` in ``flags`` (fairseq's argparse keeps the last)."""
+    value = None
+    for i, flag in enumerate(flags):
+        if flag == name and i + 1 < len(flags):
+            value = flags[i + 1]
+        elif flag.startswith(name + "="):
+            value = flag.split("=", 1)[1]
+    return value
 
 
 def differences(old: Settings, new: Settings) -> list[str]:
@@ -108,8 +142,11 @@ def read(path: Path) -> Optional[Settings]:
                          "choose another OUT, or --force to start over there") from None
 
 
-def write(path: Path, settings: Settings) -> None:
+def write(path: Path, settings: Settings, launch: Optional[dict[str, Any]] = None) -> None:
+    """``settings``, and with ``launch`` how this command runs them (launcher, GPUs per run,
+    the batch's split), which a rerun may change."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(settings.to_json(), indent=1) + "\n", encoding="utf-8")
+    obj = {**settings.to_json(), **({"launch": launch} if launch else {})}
+    tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)

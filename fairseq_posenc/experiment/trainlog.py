@@ -59,3 +59,25 @@ def last_update(log: Path) -> Optional[int]:
     """The highest ``num_updates`` the log reports (None if it reports none)."""
     found = [int(m.group(1)) for line in _lines(log) for m in _UPDATES.finditer(line)]
     return max(found, default=None)
+
+
+def parts(log: Path) -> list[Path]:
+    """Every part of a training's log, oldest first: ``train.N.log`` for each part before a
+    resume (:func:`keep_earlier`), then ``log`` itself where it exists."""
+    stem, suffix = log.stem, log.suffix
+    earlier = sorted((p for p in log.parent.glob(f"{stem}.*{suffix}")
+                      if p.name[len(stem) + 1:-len(suffix)].isdigit()),
+                     key=lambda p: int(p.name[len(stem) + 1:-len(suffix)]))
+    return earlier + ([log] if log.exists() else [])
+
+
+def keep_earlier(log: Path) -> None:
+    """Before a training resumes into ``log``: its earlier part becomes ``train.N.log``
+    (N counting the parts from 1), so that every part's log is kept."""
+    if log.exists():
+        log.rename(log.with_name(f"{log.stem}.{len(parts(log))}{log.suffix}"))
+
+
+def finished(log: Path) -> bool:
+    """Whether the training that wrote ``log`` reached its end (fairseq's last line)."""
+    return log.exists() and any("done training in" in line for line in _lines(log))

@@ -35,7 +35,8 @@ from typing import Optional, Sequence
 
 from . import cli as prepare
 from .evaluate import evaluate
-from .execute import train
+from ..launch import lock, options as launch_options
+from .execute import train, train_all
 from .recipes import PAPERS
 from .runs import Scale, select, train_args, trainings
 from .table_scripts import write_scripts
@@ -89,8 +90,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     "datasets posenc-prepare-wmt prepared; 'COMMAND -h' lists a command's "
                     "options.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = {}
     for name, what in COMMANDS.items():
-        p = sub.add_parser(name, help=what, description=what)
+        p = subparsers[name] = sub.add_parser(name, help=what, description=what)
         p.add_argument("--paper", required=True, choices=sorted(PAPERS),
                        help="the paper whose table is reproduced")
         p.add_argument("--row", help="a row label, its slug or its encoding (default: all)")
@@ -111,6 +113,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 "--max-tokens, the --update-freq that gives the paper's batch")
             p.add_argument("--max-tokens", type=int, default=4096,
                            help="tokens per GPU and forward pass (default 4096)")
+        if name == "train":
+            launch_options.add(p, slurm_gpus=False)  # a job's GPUs: --gpus
     what = "print the Markdown tables: the paper's numbers, ours, the difference, p, buckets"
     p = sub.add_parser("table", help=what, description=what)
     p.add_argument("--work", type=Path, default=Path("work/wmt"), help=WORK)
@@ -145,12 +149,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         evaluate(runs, args.data, args.work)
         return 0
     scale = Scale(gpus=args.gpus, max_tokens=args.max_tokens)
-    for run in trainings(runs):
-        if args.command == "commands":
+    if args.command == "commands":
+        for run in trainings(runs):
             args_ = train_args(run, args.data, args.work, scale)
             print(" ".join(["fairseq-train", *map(shlex.quote, args_)]))
-        else:
-            train(run, args.data, args.work, scale)
+        return 0
+    launcher = launch_options.of(args, subparsers["train"], "posenc-reproduce",
+                                 gpus_per_run=args.gpus)
+    with lock.hold(args.work, "posenc-reproduce"):
+        train_all(trainings(runs), args.data, args.work, scale, launcher)
     return 0
 
 

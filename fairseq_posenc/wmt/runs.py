@@ -10,7 +10,6 @@ and length penalty 0.6, GNMT's or fairseq's per paper.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Optional
 from ..experiment import translate
 from ..experiment.checkpoints import interval_flags
 from ..experiment.fairseq_run import USER_DIR  # noqa: F401  (also this module's API)
+from ..launch import batch
 from .recipes import BEAM, LENPEN, PAPERS, Column, Paper, Row
 
 if TYPE_CHECKING:  # an argument's type only; the module imports fairseq
@@ -104,7 +104,7 @@ def checkpoint_rule(paper: Paper) -> str:
 
 
 def update_freq(paper: Paper, scale: Scale) -> int:
-    return max(1, math.ceil(paper.batch_tokens / (scale.max_tokens * scale.gpus)))
+    return batch.update_freq(paper.batch_tokens, scale.max_tokens, scale.gpus)
 
 
 def train_args(run: Run, data: Path, work: Path, scale: Scale) -> list[str]:

@@ -1,0 +1,180 @@
+"""posenc-compare's launchers, end to end on a tiny corpus: the local launcher's parallel
+runs, and a real one-node SLURM cluster (Debian's packages, daemons in a temporary
+directory) with a job requeued in the middle of its training.
+
+The reference is the same comparison run the default way, one run after the other in one
+process, with the same seeds and the same CPU threads per run (one: a run's weights
+depend on the threads' summation order in their last bits): every launcher's runs have its
+scores and its hypotheses byte for byte, but a run that resumed from its checkpoint, whose
+validation losses follow the uninterrupted run's within 0.01.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli_utils import subprocess_env
+from tests.support.slurm_cluster import cluster
+from tests.tools.test_compare import ENCODINGS, raw  # noqa: F401  (raw: the corpus fixture)
+
+#: Updates per run: enough for a requeue to land while the run trains.
+UPDATES = 50
+
+
+def command(out: Path, data: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fairseq_posenc.compare", str(out), "--data", str(data),
+            "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--max-update", str(UPDATES),
+            "--test", "test", "--cpu", "--bpe-merges", "100", "--workers", "1", *extra]
+
+
+def compare(out: Path, data: Path, *extra: str, env: dict | None = None) -> tuple[str, float]:
+    started = time.monotonic()
+    done = subprocess.run(command(out, data, *extra), capture_output=True, text=True,
+                          env={**subprocess_env(), **(env or {})}, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stderr, time.monotonic() - started
+
+
+def scores(out: Path) -> dict:
+    """Every run's BLEU, chrF and hypotheses per split."""
+    report = json.loads((out / "report.json").read_text())
+    return {(r["encoding"], r["seed"], split): (t["bleu"], t["chrf"],
+                                                Path(t["hypotheses"]).read_text())
+            for r in report["runs"] for split, t in r["tests"].items()}
+
+
+@pytest.fixture(scope="module")
+def sequential(raw, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("sequential") / "cmp"
+    said, seconds = compare(out, raw)
+    assert "run 1/2: sinusoidal seed 1: training" in said
+    return out, seconds
+
+
+@pytest.mark.slow  # two comparisons
+def test_parallel_runs_score_as_sequential_runs(raw, sequential, tmp_path):  # noqa: F811
+    out = tmp_path / "cmp"
+    said, seconds = compare(out, raw, "--parallel", "2")
+    # the progress line shows both runs at once
+    assert re.search(r"2 running, 0/2 done, \S+ so far: sinusoidal seed 1: .*; t5 seed 1: ",
+                     said), said[-3000:]
+    assert scores(out) == scores(sequential[0])
+    for run in ("sinusoidal", "t5"):
+        trained = json.loads((out / "runs" / run / "seed1" / "trained.json").read_text())
+        assert trained["batch"] == {"gpus": 0, "max_tokens": 4096, "update_freq": 1,
+                                    "tokens_per_update": 4096}
+    print(f"\nsequential {sequential[1]:.1f} s, --parallel 2 {seconds:.1f} s")
+
+
+@pytest.mark.slow  # a comparison with a run that fails
+def test_a_failed_run_is_reported_and_the_others_make_the_report(raw, tmp_path):  # noqa: F811
+    out = tmp_path / "cmp"
+    broken = out / "runs" / "t5" / "seed1" / "checkpoints" / "checkpoint_last.pt"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("not a checkpoint")  # fairseq-train cannot resume from it
+    done = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+                          capture_output=True, text=True, env=subprocess_env(), timeout=900)
+    assert done.returncode == 1
+    assert "t5 seed 1 failed (exit code 1); the others go on" in done.stderr
+    assert "fairseq-train failed" in done.stderr  # the end of its logs
+    assert "the report leaves out the runs that failed: t5 seed 1" in done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [(r["encoding"], r["finished"]) for r in report["runs"]] == [
+        ("sinusoidal", True), ("t5", False)]
+    # the next run of the command says how it ended, and runs it again
+    broken.unlink()
+    again = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+                           capture_output=True, text=True, env=subprocess_env(), timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "t5 seed 1: its process ended without finishing; it runs again" in again.stderr
+    assert all(r["finished"] for r in json.loads((out / "report.json").read_text())["runs"])
+
+
+def validation_losses(run: Path) -> list[tuple[int, float]]:
+    """(update, loss) of every validation over the run's training log's parts, a resumed
+    part's replacing what it repeats."""
+    from fairseq_posenc.experiment.trainlog import parts, validation_losses as losses
+
+    return sorted({u: loss for log in parts(run / "train.log")
+                   for u, loss in losses(log)}.items())
+
+
+def squeue(env: dict) -> list[str]:
+    return subprocess.run(["squeue", "-h", "-o", "%i %T"], env={**subprocess_env(), **env},
+                          capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+
+
+def wait(what: str, check, seconds: float = 600) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {seconds} s"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow  # a SLURM cluster, two jobs, a requeue
+def test_slurm_jobs_survive_a_requeue_and_score_as_local_runs(raw, sequential,  # noqa: F811
+                                                               tmp_path):
+    started = time.monotonic()
+    out = tmp_path / "cmp"
+    slurm = ("--launcher", "slurm", "--slurm-cpus-per-run", "1", "--slurm-mem", "1G",
+             "--slurm-time", "30")
+    with cluster(tmp_path / "slurm") as env:
+        said, _ = compare(out, raw, *slurm, env=env)
+        jobs = dict(re.findall(r"(\S+ seed 1): submitted as SLURM job (\d+)", said))
+        assert sorted(jobs) == ["sinusoidal seed 1", "t5 seed 1"], said[-3000:]
+        assert f"squeue -j {jobs['sinusoidal seed 1']},{jobs['t5 seed 1']}" in said
+        assert not (out / "report.json").exists()  # nothing to report yet
+
+        # the same command again: every run is queued or running, nothing is submitted
+        again, _ = compare(out, raw, *slurm, env=env)
+        assert "submitted" not in again
+        assert re.search(r"sinusoidal seed 1: queued as SLURM job \d+ \(\w+\): left to it",
+                         again), again[-2000:]
+
+        # requeue a job in the middle of its training: it continues from checkpoint_last.pt
+        run = out / "runs" / "sinusoidal" / "seed1"
+        wait("a checkpoint", (run / "checkpoints" / "checkpoint_last.pt").exists)
+        job = jobs["sinusoidal seed 1"]
+        for cmd in (["scontrol", "requeue", job],
+                    # SLURM holds a requeued job back for a while (BeginTime): let it go
+                    ["scontrol", "update", f"JobId={job}", "StartTime=now"]):
+            subprocess.run(cmd, env={**subprocess_env(), **env}, check=True)
+        pending = subprocess.run(command(out, raw, "--report-only"), capture_output=True,
+                                 text=True, env={**subprocess_env(), **env}, timeout=300)
+        assert re.search(r"pending: sinusoidal seed 1: queued as SLURM job", pending.stderr), \
+            pending.stderr[-2000:]
+        wait("the jobs' end", lambda: not squeue(env))
+
+        assert not (run / "trained.json").exists() or (run / "train.1.log").exists()
+        resumed = re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ (\d+) "
+                            r"updates\)", (run / "train.log").read_text())
+        assert resumed and 0 < int(resumed.group(1)) < UPDATES, "not continued mid-training"
+        record = json.loads((run / "job.json").read_text())
+        log = Path(record["stderr"]).read_text()
+        assert f"SLURM job {job} restarted (1 time(s))" in log
+        assert "training, resuming at update" in log
+
+        # collect: the same command writes the report; its scores are the local runs'
+        done, _ = compare(out, raw, *slurm, env=env)
+        assert "submitted" not in done and (out / "report.json").exists()
+    # the run that no one disturbed has the local run's scores and hypotheses, byte for byte;
+    # the requeued one continued its training: fairseq's resume keeps the batches and the
+    # dropout of every update, not every last bit of the weights, so its validation losses
+    # follow the uninterrupted run's closely, not exactly (docs/compare.md)
+    ours, theirs = scores(out), scores(sequential[0])
+    assert ours[("t5", 1, "test")] == theirs[("t5", 1, "test")]
+    curves = [validation_losses(d / "runs" / "sinusoidal" / "seed1")
+              for d in (out, sequential[0])]
+    assert [u for u, _ in curves[0]] == [u for u, _ in curves[1]]
+    assert max(abs(a - b) for (_, a), (_, b) in zip(*curves)) < 0.01
+    settings = json.loads((out / "settings.json").read_text())
+    assert settings["launch"]["launcher"] == "slurm"
+    assert settings["launch"]["batch"]["tokens_per_update"] == settings["batch_tokens"]
+    print(f"\nSLURM test {time.monotonic() - started:.1f} s")
