@@ -1,7 +1,7 @@
 """Every position encoding of the package for any PyTorch model, in torch alone.
 
 Importing this module loads no fairseq and none of the tools; the layers run the plugin's
-planner and kernels (:mod:`fairseq_posenc.attention_core`), so their numbers are the
+planner and kernels (:mod:`fairseq_posenc.core.attention_core`), so their numbers are the
 plugin's, on CPU or GPU.
 
 * :class:`PositionalSelfAttention` -- self-attention with an attention-level encoding
@@ -27,14 +27,14 @@ from typing import Any, Iterator, Optional, Union
 import torch
 from torch import Tensor, nn
 
-from .attention_core import AttachedPositions, Buffer, PositionalAttentionCore, cached_length
-from .context import PositionContext, PositionScope
-from .encodings import ENCODINGS
-from .encodings.base import PositionEncoding
-from .encodings.flags import Flag
-from .encodings.registry import flag_owners
-from .encodings.rope import Rope
-from .positions import real_positions
+from .core.attention_core import AttachedPositions, Buffer, PositionalAttentionCore, cached_length
+from .core.context import PositionContext, PositionScope
+from .core.encodings import ENCODINGS
+from .core.encodings.base import PositionEncoding
+from .core.encodings.flags import Flag
+from .core.encodings.registry import flag_owners
+from .core.encodings.rope import Rope
+from .core.positions import real_positions
 
 __all__ = ["DecodingCache", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
            "choose_kernels", "encoding_names", "encoding_options"]
@@ -193,7 +193,7 @@ def causal_mask(q_len: int, k_len: int, dtype: torch.dtype, device: torch.device
 
 class PositionalSelfAttention(PositionalAttentionCore, nn.Module):
     """Multi-head self-attention with an attention-level position encoding: the plugin's
-    computation (:class:`~fairseq_posenc.attention_core.PositionalAttentionCore`) with
+    computation (:class:`~fairseq_posenc.core.attention_core.PositionalAttentionCore`) with
     projections and attention dropout of its own.
 
     ``encoding``: an encoding's name (the layer builds it, with ``options`` and

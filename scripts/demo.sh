@@ -74,7 +74,7 @@ CORPUS_ARGS=(--seed 1 --train 20000 --valid 300 --test 300
 PREPARE_ARGS=(--source-lang en --target-lang de --valid valid --test test test_long
               --bpe-merges "$BPE_MERGES" --clean-max-len 250 --clean-max-ratio 1.5 --workers 2)
 # The data is shared by all encodings; it is made again when its recipe changes.
-STAMP="$( (cat "$ROOT/scripts/make_toy_corpus.py" "$ROOT/fairseq_posenc/corpus.py"
+STAMP="$( (cat "$ROOT/scripts/make_toy_corpus.py" "$ROOT/fairseq_posenc/tools/corpus.py"
            echo "${CORPUS_ARGS[*]} ${PREPARE_ARGS[*]}") | sha256sum | cut -c1-16)"
 if [ "${DEMO_REBUILD:-0}" != 1 ] && [ -f "$PREPARED/.demo-stamp" ] \
     && [ "$(cat "$PREPARED/.demo-stamp")" = "$STAMP" ]; then

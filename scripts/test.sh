@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up the environment (once; later runs reuse it) and run the test suite.
-#   bash scripts/test.sh [pytest args...]   e.g. -m "not slow" (the fast loop), tests/encodings
+#   bash scripts/test.sh [pytest args...]   e.g. -m "not slow" (the fast loop), tests/core/encodings
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${POSENC_VENV:-$ROOT/.venv}"

@@ -13,7 +13,7 @@ import timeit
 
 import torch
 
-from fairseq_posenc.attention_plan import Call, plan_attention
+from fairseq_posenc.core.attention_plan import Call, plan_attention
 from tests.support.model_utils import build_model
 
 torch.set_num_threads(1)

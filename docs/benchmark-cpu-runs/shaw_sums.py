@@ -1,5 +1,5 @@
 """Shaw's sums by clipped distance on a CPU, the two ways of
-``fairseq_posenc.positions``: ``scatter_add`` along the clipped index (what
+``fairseq_posenc.core.positions``: ``scatter_add`` along the clipped index (what
 ``sum_by_clipped_distance`` runs off CUDA) against the masked sums (``sum_by_masks``, what it
 runs on CUDA), at the CPU benchmark's training shapes (8 heads; 8 x 30 and 2 x 120 tokens)
 and one larger. Prints the best of 5 means of 200 calls each.
@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from fairseq_posenc.positions import (clipped_index, relative_positions,
+from fairseq_posenc.core.positions import (clipped_index, relative_positions,
                                       sum_by_clipped_distance, sum_by_masks)
 
 

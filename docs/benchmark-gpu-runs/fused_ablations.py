@@ -1,5 +1,5 @@
 """Where the fused distance kernel's time goes, by ablation: one self-attention call,
-forward + backward, of ``fairseq_posenc/kernels/distance/`` against copies of it with
+forward + backward, of ``fairseq_posenc/core/kernels/distance/`` against copies of it with
 one piece of work removed (their numbers are wrong; only their times mean something):
 
 * ``no_term``: the table is not read (the term is 0 in every tile);
@@ -15,7 +15,7 @@ tensor and of the projection's ``(T, B, H x d)`` view, forward alone and with ba
 
 ``BASELINE``: another version of the kernels, a single ``distance.py`` as they were before
 they became a package, timed beside this one (``git show
-aafd044:fairseq_posenc/kernels/distance.py``: the table's gradient by atomic adds, with
+aafd044:fairseq_posenc/core/kernels/distance.py``: the table's gradient by atomic adds, with
 which ``fused-ablations.json`` also ran a ``no_atomics`` ablation, storing the diagonal
 sums instead of adding them).
 
@@ -31,14 +31,14 @@ import tempfile
 import torch
 import torch.nn.functional as F
 
-import fairseq_posenc.kernels.distance as distance
-from fairseq_posenc.encodings.rope import rotate_pairs
-from fairseq_posenc.kernels.rotary import rotate
+import fairseq_posenc.core.kernels.distance as distance
+from fairseq_posenc.core.encodings.rope import rotate_pairs
+from fairseq_posenc.core.kernels.rotary import rotate
 from fused_kernels import D, H, attention_inputs, bench, dev, emit, records  # beside this
 
 #: The package's files (its parent's import made absolute: the copies stand alone).
 SOURCES = {path.name: path.read_text().replace(
-    "from .. import on_device_of", "from fairseq_posenc.kernels import on_device_of")
+    "from .. import on_device_of", "from fairseq_posenc.core.kernels import on_device_of")
     for path in pathlib.Path(distance.__file__).parent.glob("*.py")}
 ABLATIONS = {  # name: (file, what is replaced, by what)
     "no_term": ("tile.py", "term = tl.load(table_row + index, mask=row_ok[:, None], other=0.0)"
@@ -67,7 +67,7 @@ def variant(name, source=None):
     else:
         path = folder / f"distance_{name}.py"
         path.write_text(source.replace("from . import on_device_of",
-                                       "from fairseq_posenc.kernels import on_device_of"))
+                                       "from fairseq_posenc.core.kernels import on_device_of"))
         spec = importlib.util.spec_from_file_location(f"distance_{name}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

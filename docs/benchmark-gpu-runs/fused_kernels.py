@@ -28,13 +28,13 @@ import time
 import torch
 import torch.nn.functional as F
 
-import fairseq_posenc.kernels.distance as K
-from fairseq_posenc.kernels.distance import launch
-from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.benchmark.workload import (build_model, init_optimizer_state,
+import fairseq_posenc.core.kernels.distance as K
+from fairseq_posenc.core.kernels.distance import launch
+from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
+from fairseq_posenc.tools.benchmark.workload import (build_model, init_optimizer_state,
                                                make_batch, make_optimizer, train_step)
-from fairseq_posenc.build import toy_dictionary
-from fairseq_posenc.encodings.rope import Rope
+from fairseq_posenc.plugin.build import toy_dictionary
+from fairseq_posenc.core.encodings.rope import Rope
 
 dev = torch.device("cuda")
 H, D = 8, 64
@@ -162,8 +162,8 @@ def sweep(B, T, dtype):
 def rope_calls(B=256, T=128, dtype=torch.float16):
     """One rotation of a ``(B, H, T, d)`` view of a ``(T, B, H * d)`` projection, forward
     and backward: the complex64 path and the fused kernel."""
-    from fairseq_posenc.encodings.rope import rotate_pairs
-    from fairseq_posenc.kernels.rotary import rotate
+    from fairseq_posenc.core.encodings.rope import rotate_pairs
+    from fairseq_posenc.core.kernels.rotary import rotate
     x = torch.randn(T, B, H * D, device=dev, dtype=dtype).requires_grad_()
     theta = 10000.0 ** (-torch.arange(0, D, 2, device=dev, dtype=torch.float64) / D)
     angle = torch.arange(T, device=dev, dtype=torch.float64)[:, None] * theta
@@ -249,7 +249,7 @@ def translate_steps(length=128, dtype=torch.float16, names=("t5", "tupe_r", "hua
                                                                "rope"), reps=3):
     """Beam-10 translation of 64 sentences (``posenc-benchmark``'s translate call): torch's
     path and the fused kernels, each interleaved with stock's."""
-    from fairseq_posenc.benchmark.workload import make_generator, translate
+    from fairseq_posenc.tools.benchmark.workload import make_generator, translate
     d = toy_dictionary(10000)
     sources = make_batch(d, 64, length, 2, dev)
     stock = build_model("stock", "base", d, 1, dev, dtype=dtype)

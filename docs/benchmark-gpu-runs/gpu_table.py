@@ -110,7 +110,7 @@ def pair(by, names, kind, dtype, dropout, commits):
 
 def target(names):
     """``train / transl / mem`` from posenc-benchmark's CUDA targets."""
-    from fairseq_posenc.benchmark.settings import CUDA_TARGETS, memory_limit
+    from fairseq_posenc.tools.benchmark.settings import CUDA_TARGETS, memory_limit
 
     speed = CUDA_TARGETS.get(names[0])
     memory = memory_limit(names[0], "cuda")

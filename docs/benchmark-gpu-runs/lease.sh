@@ -19,7 +19,7 @@
 #      them at 328adaa, and both routes at 256 tokens and with dropout
 #      (fused_kernels.py train_fixed_more); bf16 training steps, every encoding with a
 #      target; xl's and huang4's steps with dropout (one table per row) and the
-#      translation of those four; first, the GPU suite (tests/kernels/test_gpu.py)
+#      translation of those four; first, the GPU suite (tests/core/kernels/test_gpu.py)
 #   5  the GPU suite again (the planner's rules for fixed tables and causal ALiBi changed
 #      after part 4); alibi's and sandwich's training steps as "auto" plans them now, at
 #      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16
@@ -82,7 +82,7 @@ print(' '.join(n for n in 'kerple_log kerple_power sandwich fire cope xpos shape
 lengths=(128 512)
 fixed_lengths=(128 256 512)
 half=float16 bf16=bfloat16
-kernel_tests=(tests/kernels)
+kernel_tests=(tests/core/kernels)
 if [ "${LEASE_DRY:-0}" = 1 ]; then
   device=(--device cpu --level model --reps 1 --sizes tiny --batch 2 --translate-sentences 1)
   targeted="sinusoidal t5 xl"
@@ -90,7 +90,7 @@ if [ "${LEASE_DRY:-0}" = 1 ]; then
   lengths=(12)
   fixed_lengths=(12)
   half=float32 bf16=float32
-  kernel_tests=(tests/kernels/test_gpu.py)
+  kernel_tests=(tests/core/kernels/test_gpu.py)
 fi
 bench=(python3 -m fairseq_posenc.benchmark "${device[@]}")
 
@@ -126,7 +126,7 @@ case "$part" in
   4)
     workers=()
     python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
-    stage gpu-tests 60 150 python3 -m pytest tests/kernels/test_gpu.py "${workers[@]}" -q -rfE \
+    stage gpu-tests 60 150 python3 -m pytest tests/core/kernels/test_gpu.py "${workers[@]}" -q -rfE \
       -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     stage fixed-rule 60 150 "${bench[@]}" --encodings alibi sandwich \
       --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train \
@@ -146,7 +146,7 @@ case "$part" in
   5)
     workers=()
     python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
-    stage gpu-tests 60 170 python3 -m pytest tests/kernels/test_gpu.py "${workers[@]}" -q -rfE \
+    stage gpu-tests 60 170 python3 -m pytest tests/core/kernels/test_gpu.py "${workers[@]}" -q -rfE \
       -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     stage fixed-rule 60 150 "${bench[@]}" --encodings alibi sandwich \
       --lengths "${fixed_lengths[@]}" --dtype "$half" "$bf16" --calls train \

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-import fairseq_posenc.kernels.distance as K
+import fairseq_posenc.core.kernels.distance as K
 from fused_kernels import H, D, attention_inputs, bench, dev, emit, records
 
 

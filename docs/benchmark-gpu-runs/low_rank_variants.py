@@ -2,12 +2,12 @@
 (old) vs once per forward as one-hot rows (new) vs the bias path; plus profiles."""
 import json, statistics, sys, time
 import torch
-import fairseq_posenc.attention as A
-from fairseq_posenc.encodings import base
-from fairseq_posenc.build import toy_dictionary
-from fairseq_posenc.benchmark.workload import (build_model, make_batch, make_optimizer,
+import fairseq_posenc.plugin.attention as A
+from fairseq_posenc.core.encodings import base
+from fairseq_posenc.plugin.build import toy_dictionary
+from fairseq_posenc.tools.benchmark.workload import (build_model, make_batch, make_optimizer,
     init_optimizer_state, train_step)
-from fairseq_posenc.attention import PositionalMultiheadAttention
+from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 out = {}
 dev = torch.device("cuda")
 new_operands = A.low_rank_operands

@@ -4,9 +4,9 @@ kernels by GPU time: ``python docs/benchmark-gpu-runs/profile_rows.py [LENGTH [M
 import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
-from fairseq_posenc.benchmark.workload import (build_model, init_optimizer_state, make_batch,
+from fairseq_posenc.tools.benchmark.workload import (build_model, init_optimizer_state, make_batch,
                                                make_optimizer, train_step)
-from fairseq_posenc.build import toy_dictionary
+from fairseq_posenc.plugin.build import toy_dictionary
 
 dev = torch.device("cuda")
 d = toy_dictionary(10000)

@@ -15,8 +15,8 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fairseq_posenc.benchmark.workload import build_model, make_batch
-from fairseq_posenc.build import toy_dictionary
+from fairseq_posenc.tools.benchmark.workload import build_model, make_batch
+from fairseq_posenc.plugin.build import toy_dictionary
 
 VIEWS = {"view", "_unsafe_view", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze",
          "slice", "select", "as_strided", "alias", "detach", "reshape", "unbind", "split",

@@ -7,7 +7,7 @@ search (``docs/benchmark-host.md``), with the rest of the model left out.
 
 The benchmark's ``narrow`` model (6 decoder layers, 8 heads, width 64) on one CPU thread;
 its decoder's self-attention layers run ``--steps`` incremental steps of ``--rows`` rows
-in a row, as in :func:`fairseq_posenc.benchmark.workload.attention_decode`. Every
+in a row, as in :func:`fairseq_posenc.tools.benchmark.workload.attention_decode`. Every
 repetition times each encoding once, with stock before and after it; the report gives the
 median ratio.
 """
@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from fairseq_posenc.benchmark.settings import STOCK
-from fairseq_posenc.benchmark.workload import attention_decode, build_model
-from fairseq_posenc.build import toy_dictionary
-from fairseq_posenc.encodings import ENCODINGS
+from fairseq_posenc.tools.benchmark.settings import STOCK
+from fairseq_posenc.tools.benchmark.workload import attention_decode, build_model
+from fairseq_posenc.plugin.build import toy_dictionary
+from fairseq_posenc.core.encodings import ENCODINGS
 
 
 def main() -> None:

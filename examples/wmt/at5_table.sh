@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wu et al. 2021 (AT5), Table 6: WMT17 en-de, multi-BLEU (tokenized)
 #
-# Generated from fairseq_posenc/wmt/recipes.py by `posenc-reproduce scripts --out examples/wmt`;
+# Generated from fairseq_posenc/tools/wmt/recipes.py by `posenc-reproduce scripts --out examples/wmt`;
 # do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from the recipes).
 # One GPU per run; `posenc-reproduce commands --paper at5 --gpus N` prints them for N GPUs.
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Length extrapolation: WMT17 en-de trained on pairs of at most 50 subwords, newstest2017 by source length, SacreBLEU (default, cased)
 #
-# Generated from fairseq_posenc/wmt/recipes.py by `posenc-reproduce scripts --out examples/wmt`;
+# Generated from fairseq_posenc/tools/wmt/recipes.py by `posenc-reproduce scripts --out examples/wmt`;
 # do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from the recipes).
 # One GPU per run; `posenc-reproduce commands --paper extrapolation --gpus N` prints them for N GPUs.
 set -euo pipefail

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Download and prepare a WMT dataset of the papers for fairseq (examples/wmt/README.md).
 
-A thin entry point: the preparation is the package ``fairseq_posenc.wmt`` (its command
-line: ``fairseq_posenc.wmt.cli``, also installed as ``posenc-prepare-wmt``)::
+A thin entry point: the preparation is the package ``fairseq_posenc.tools.wmt`` (its command
+line: ``fairseq_posenc.tools.wmt.cli``, also installed as ``posenc-prepare-wmt``)::
 
     python examples/wmt/prepare.py DATASET --dest DIR [options]
     python examples/wmt/prepare.py --list
@@ -11,7 +11,7 @@ line: ``fairseq_posenc.wmt.cli``, also installed as ``posenc-prepare-wmt``)::
 
 import sys
 
-from fairseq_posenc.wmt.cli import main
+from fairseq_posenc.tools.wmt.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

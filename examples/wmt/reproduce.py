@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Train, translate, score and tabulate the papers' WMT experiments (examples/wmt/README.md).
 
-A thin entry point: the reproduction is ``fairseq_posenc.wmt.reproduce`` (also installed as
-``posenc-reproduce``); the papers' tables and settings are ``fairseq_posenc/wmt/recipes.py``::
+A thin entry point: the reproduction is ``fairseq_posenc.tools.wmt.reproduce`` (also installed as
+``posenc-reproduce``); the papers' tables and settings are ``fairseq_posenc/tools/wmt/recipes.py``::
 
     python examples/wmt/reproduce.py commands --paper diet
     python examples/wmt/reproduce.py train    --paper diet --row DIET-REL --column EN-DE --gpus 8
@@ -13,7 +13,7 @@ A thin entry point: the reproduction is ``fairseq_posenc.wmt.reproduce`` (also i
 
 import sys
 
-from fairseq_posenc.wmt.reproduce import main
+from fairseq_posenc.tools.wmt.reproduce import main
 
 if __name__ == "__main__":
     sys.exit(main())

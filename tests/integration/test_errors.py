@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fairseq_posenc.encodings import get_encoding
+from fairseq_posenc.core.encodings import get_encoding
 from tests.support.model_utils import build_model
 
 

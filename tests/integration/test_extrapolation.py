@@ -1,4 +1,4 @@
-"""Length extrapolation (fairseq_posenc/extrapolation.py): training on short pairs only, and
+"""Length extrapolation (fairseq_posenc/plugin/extrapolation.py): training on short pairs only, and
 what a model cannot represent of a test set, through fairseq's real train and generate.
 
 References: the pairs a plain loop over the raw corpus counts as short enough, and the
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tests.support.cli_utils as cu
-from fairseq_posenc.extrapolation import (
+from fairseq_posenc.plugin.extrapolation import (
     Untranslatable, checkpoint_limits, length_limits, source_sizes)
 
 pytestmark = [

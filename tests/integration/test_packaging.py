@@ -51,7 +51,7 @@ def test_the_wheel_asks_for_torch_alone(wheel):
         files = archive.namelist()
     assert metadata.get_all("Requires-Dist") == ["torch>=2.6"]
     assert metadata["Requires-Python"] == ">=3.11"
-    assert "fairseq_posenc/nn.py" in files and "fairseq_posenc/kernels/distance/forward.py" in files
+    assert "fairseq_posenc/nn.py" in files and "fairseq_posenc/core/kernels/distance/forward.py" in files
 
 
 def test_the_installed_wheel_runs_the_example_without_fairseq(wheel, tmp_path):

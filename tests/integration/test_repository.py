@@ -136,10 +136,11 @@ def test_docs_index_lists_every_page():
     assert not missing, f"docs/README.md does not list: {missing}"
 
 
-@pytest.mark.parametrize("module", ["attention.py", "attention_core.py", "nn.py", "kernels"])
+@pytest.mark.parametrize("module", ["plugin/attention.py", "core/attention_core.py", "nn.py",
+                                    "core/kernels"])
 def test_attention_and_kernel_module_docstrings_are_summaries(module):
     paths = sorted((ROOT / "fairseq_posenc" / module).rglob("*.py")) \
-        if module == "kernels" else [ROOT / "fairseq_posenc" / module]
+        if module == "core/kernels" else [ROOT / "fairseq_posenc" / module]
     long = {}
     for path in paths:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""

@@ -80,7 +80,7 @@ def test_the_model_fairseq_generate_loads_has_the_papers_frequencies(root):
     from fairseq import checkpoint_utils, options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    from fairseq_posenc.encodings.rope import Rope
+    from fairseq_posenc.core.encodings.rope import Rope
 
     args = options.parse_args_and_arch(options.get_generation_parser(), [
         *cu.generate_flags(root / "bin", root / "rope" / "checkpoint_last.pt"), *TASK,

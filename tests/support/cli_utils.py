@@ -235,7 +235,7 @@ def interactive_main(data_dir: str | os.PathLike, checkpoint: str | os.PathLike,
 
 def hypotheses(output: str, prefix: str = "H") -> dict[int, str]:
     """``{sentence id: text}`` of the ``H-`` (or ``D-``) lines of generate / interactive."""
-    from fairseq_posenc.hypotheses import parse
+    from fairseq_posenc.tools.hypotheses import parse
 
     return parse(output.splitlines(), prefix)
 
@@ -243,7 +243,7 @@ def hypotheses(output: str, prefix: str = "H") -> dict[int, str]:
 def score_bleu(hyps: Sequence[str], refs: Sequence[str]):
     """Corpus BLEU (sacreBLEU's default, cased) and its signature, as the tools score
     (``fairseq-score --sacrebleu`` is broken)."""
-    from fairseq_posenc.evaluation.scoring import bleu
+    from fairseq_posenc.tools.evaluation.scoring import bleu
 
     return bleu(hyps, refs, "cased", "de")  # the language matters only for "tokenized"
 

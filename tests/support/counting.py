@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fairseq_posenc.encodings import RelativeScalarBias
+from fairseq_posenc.core.encodings import RelativeScalarBias
 
 
 def count_distance_tables(model, monkeypatch):

@@ -8,7 +8,7 @@ Without CUDA the kernels run in Triton's interpreter (``tests/support/interprete
 it is imported, and :func:`kernel_module` called, before the kernels are used. References
 are independent of the kernel: ``softmax(q k^T + table[j - i] + masks) v`` in float64 with
 autograd, the padding and causal masks as booleans, and rows that see no key set to zero.
-Used by ``tests/kernels/`` (``test_gpu.py`` among them) and ``docs/kernels/accuracy.py``.
+Used by ``tests/core/kernels/`` (``test_gpu.py`` among them) and ``docs/kernels/accuracy.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import importlib
 
 import torch
 
-from fairseq_posenc.attention import PositionalMultiheadAttention
+from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from tests.support.interpreted import DEVICE, kernel_module
 
 kernels = kernel_module("distance")
@@ -243,7 +243,7 @@ def counting_calls():
     self-check's: imported here first, it binds the entry points unpatched (imported
     inside the block, it bound the counting wrappers and its calls were counted: the GPU
     suite failed or passed by the order its tests ran in)."""
-    importlib.import_module("fairseq_posenc.kernels.self_check")
+    importlib.import_module("fairseq_posenc.core.kernels.self_check")
 
     calls: list[int] = []
     names = ("distance_attention", "clipped_relative_attention", "distance_rows_attention")

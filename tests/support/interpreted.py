@@ -50,14 +50,14 @@ def _dependency_order(modules: list[ModuleType]) -> list[ModuleType]:
 
 
 def kernel_module(name: str) -> ModuleType:
-    """``fairseq_posenc.kernels.<name>``, interpreted on CPU (a package: every module of
+    """``fairseq_posenc.core.kernels.<name>``, interpreted on CPU (a package: every module of
     it). Skips the calling test module where Triton is missing (``scripts/test.sh``
     installs it on CPU)."""
     pytest.importorskip("triton", reason="the fused kernels need Triton (scripts/test.sh "
                         "installs it on CPU; CUDA builds of torch bring it)")
     from triton.runtime.jit import JITFunction
 
-    module = importlib.import_module(f"fairseq_posenc.kernels.{name}")
+    module = importlib.import_module(f"fairseq_posenc.core.kernels.{name}")
     modules = _with_submodules(module)
     if DEVICE == "cpu" and any(isinstance(value, JITFunction)
                                for m in modules for value in vars(m).values()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from fairseq_posenc.attention import PositionalMultiheadAttention
+from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 
 #: (encoding, flags, causal) of every layer with a low-rank term.
 CASES = [

@@ -8,10 +8,10 @@ from typing import Optional, Sequence
 import torch
 from fairseq.data import Dictionary
 
-from fairseq_posenc import build
-from fairseq_posenc.attention import PositionalMultiheadAttention
-from fairseq_posenc.encodings import ENCODINGS, PositionScope, get_encoding
-from fairseq_posenc.models import fill_position_defaults
+from fairseq_posenc.plugin import build
+from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
+from fairseq_posenc.core.encodings import ENCODINGS, PositionScope, get_encoding
+from fairseq_posenc.plugin.models import fill_position_defaults
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none", "shape"]
 # Every registered encoding: a new one is covered by the shared tests as soon as it exists.

@@ -124,7 +124,7 @@ def fairseq_padding(batch: int, length: int, causal: bool, pad: int = 3):
 def run_steps(attn, x):
     """``x`` fed one position at a time, as decoding steps (one incremental state and one
     position context for the sequence, as the decoder keeps them): ``(T, B, C)``."""
-    from fairseq_posenc.context import PositionContext
+    from fairseq_posenc.core.context import PositionContext
 
     state: dict = {}
     context = PositionContext(incremental=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fairseq_posenc.encodings.rope import Rope
+from fairseq_posenc.core.encodings.rope import Rope
 
 
 def rotations(length: int, d: int, offset: int = 0) -> torch.Tensor:

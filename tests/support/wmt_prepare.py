@@ -9,7 +9,7 @@ import io
 import json
 from pathlib import Path
 
-from fairseq_posenc.wmt import cli
+from fairseq_posenc.tools.wmt import cli
 
 
 EUROPARL = "www.statmt.org/wmt13/training-parallel-europarl-v7.tgz"

@@ -13,8 +13,8 @@ import json
 import pytest
 import torch
 
-from fairseq_posenc import benchmark
-from fairseq_posenc.benchmark import levels, report
+from fairseq_posenc.tools import benchmark
+from fairseq_posenc.tools.benchmark import levels, report
 
 ENCODINGS = ["sinusoidal", "diet_rel", "huang3"]
 MODELS = ["stock", "stock_copy", *ENCODINGS]  # stock_copy: the noise control
@@ -202,7 +202,7 @@ def test_layer_level_tables(quick):
 def test_two_layers_in_a_row_share_the_stack_context(monkeypatch):
     """The ``_2`` calls run the first two layers as the stack does: TUPE's positional term
     (``p U_Q``, ``p U_K`` and their product) is computed once for both."""
-    from fairseq_posenc.encodings.tupe import TupeA
+    from fairseq_posenc.core.encodings.tupe import TupeA
 
     d = benchmark.shared_dictionary(64)
     model = benchmark.build_model("tupe_a", "tiny", d, 1, torch.device("cpu"))
@@ -442,7 +442,7 @@ def test_master_weight_adam_steps_float32_copies_of_half_parameters():
 def test_proxy_size_has_ratios_and_no_verdicts():
     """``narrow`` times the host's work per decoding step (base's layers and heads, width
     64): its ratios are reported, and no target applies to them."""
-    from fairseq_posenc.benchmark.targets import summarize
+    from fairseq_posenc.tools.benchmark.targets import summarize
 
     spec = benchmark.SIZES["narrow"]
     assert (spec["layers"], spec["heads"], spec["dim"], spec["proxy"]) == (6, 8, 64, True)

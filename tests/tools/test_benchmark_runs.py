@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from fairseq_posenc import benchmark
-from fairseq_posenc.benchmark import levels
+from fairseq_posenc.tools import benchmark
+from fairseq_posenc.tools.benchmark import levels
 
 
 def test_calls_time_only_the_kinds_asked_and_a_model_out_of_memory_is_left_out(
@@ -56,7 +56,7 @@ def test_calls_time_only_the_kinds_asked_and_a_model_out_of_memory_is_left_out(
 
 def test_gpu_runs_are_judged_by_the_gpu_targets():
     """The GPU targets, with a limit on the training step's peak memory."""
-    from fairseq_posenc.benchmark import settings, targets
+    from fairseq_posenc.tools.benchmark import settings, targets
     assert settings.targets_for("cuda")["shaw"] == (1.13, 1.20)
     assert settings.targets_for("cpu")["shaw"] == benchmark.TARGETS["shaw"]
     assert settings.memory_limit("diet_rel", "cuda") == 1.05
@@ -77,7 +77,7 @@ def test_merge_keeps_the_latest_measured_figure_per_encoding_length_and_dtype():
     """``--merge``: a later run's figures replace an earlier one's; figures a run did not
     time (None) leave the earlier ones, and each figure names the commit it was measured
     at; runs of different devices do not mix."""
-    from fairseq_posenc.benchmark.merged import gpu_summary_table, merge_flat
+    from fairseq_posenc.tools.benchmark.merged import gpu_summary_table, merge_flat
 
     def rec(name, train=None, translate=None, memory=None, **extra):
         return {"encoding": name, "size": "base", "length": 128, "dtype": "float16",
@@ -113,7 +113,7 @@ def test_attention_dropout_reaches_every_model_and_its_records(tmp_path, monkeyp
     """``--attention-dropout P`` (the recipes' 0.1): stock's and every encoding's models
     are built with it, it heads the tables and is in the flat records, and runs with
     different settings merge as separate rows and columns."""
-    from fairseq_posenc.benchmark.merged import gpu_summary_table, merge_flat
+    from fairseq_posenc.tools.benchmark.merged import gpu_summary_table, merge_flat
 
     built = levels.build_models
     dropouts = {}

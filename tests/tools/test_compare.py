@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli_utils import console_script, subprocess_env
-from fairseq_posenc.compare import cli, settings as settings_mod
+from fairseq_posenc.tools.compare import cli, settings as settings_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 ENCODINGS = ["sinusoidal", "t5"]
@@ -39,7 +39,7 @@ def raw(tmp_path_factory) -> Path:
 
 
 def command(out: Path, data: Path, seeds: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fairseq_posenc.compare", str(out), "--data", str(data),
+    return [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
             "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--seeds", str(seeds),
             "--max-update", "12", "--test", "test", "test_long", "--cpu",
             "--bpe-merges", "100", "--workers", "1", *extra]

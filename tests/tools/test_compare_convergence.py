@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 from tests.support.cli_utils import subprocess_env
-from fairseq_posenc.compare import budget, cli, convergence, data, report, settings as settings_mod
-from fairseq_posenc.experiment.fairseq_run import run_fairseq
-from fairseq_posenc.experiment.trainlog import validation_losses
-from fairseq_posenc.compare.plan import Run, train_args
-from fairseq_posenc.compare.summary import run_records
+from fairseq_posenc.tools.compare import budget, cli, convergence, data, report, settings as settings_mod
+from fairseq_posenc.tools.experiment.fairseq_run import run_fairseq
+from fairseq_posenc.tools.experiment.trainlog import validation_losses
+from fairseq_posenc.tools.compare.plan import Run, train_args
+from fairseq_posenc.tools.compare.summary import run_records
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -250,7 +250,7 @@ def test_a_raise_that_cannot_continue_the_runs_is_refused_and_moves_nothing(
     message = refused([str(out), "--data", str(toy), "-s", "en", "-t", "de", "--encodings",
                        "t5", "--cpu", *extra], capsys)
     assert says in message, message
-    # the command's lock (fairseq_posenc.launch.lock) is all it leaves
+    # the command's lock (fairseq_posenc.tools.launch.lock) is all it leaves
     assert sorted(p.relative_to(out) for p in out.rglob("*")
                   if p.name != ".posenc.lock") == before
     assert (run_dir / "trained.json").exists()
@@ -285,7 +285,7 @@ def test_a_raise_moves_each_trained_runs_results_aside_and_keeps_both_budgets(to
 
 def compare(out: Path, data: Path, max_update: int) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "fairseq_posenc.compare", str(out), "--data", str(data),
+        [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
          "-s", "en", "-t", "de", "--encodings", "sinusoidal", "--max-update", str(max_update),
          "--checkpoint", "avg2", "--test", "test", "--cpu", "--bpe-merges", "100",
          "--workers", "1"], capture_output=True, text=True, env=subprocess_env(), timeout=900)

@@ -1,5 +1,5 @@
-"""posenc-compare's extrapolation study: ``--train-max-len N`` (fairseq_posenc/compare/
-extrapolation.py) and inference-time variants (fairseq_posenc/compare/variants.py).
+"""posenc-compare's extrapolation study: ``--train-max-len N`` (fairseq_posenc/tools/compare/
+extrapolation.py) and inference-time variants (fairseq_posenc/tools/compare/variants.py).
 
 References: the lengths of a made-up test set counted into the relative bins by hand (with
 sentences exactly at N, 1.5N, 2N and 3N), sacreBLEU's own corpus scores of the sentences
@@ -21,10 +21,10 @@ import pytest
 import sacrebleu
 
 import tests.support.cli_utils as cu
-from fairseq_posenc.compare import cli, extrapolation, report as report_mod, summary, variants
-from fairseq_posenc.compare import settings as settings_mod
-from fairseq_posenc.compare.plan import Run
-from fairseq_posenc.textprep.text import TOKENIZER
+from fairseq_posenc.tools.compare import cli, extrapolation, report as report_mod, summary, variants
+from fairseq_posenc.tools.compare import settings as settings_mod
+from fairseq_posenc.tools.compare.plan import Run
+from fairseq_posenc.tools.textprep.text import TOKENIZER
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC, TGT = cu.SRC, cu.TGT
@@ -85,7 +85,7 @@ def kept_by_loop(raw: Path, n: int) -> tuple[int, int, int]:
 
 
 def corpus_of(prepared: Path):
-    from fairseq_posenc.compare import data
+    from fairseq_posenc.tools.compare import data
 
     args = cli.parser().parse_args(base_args(prepared.parent / "unused", prepared))
     return data.open_prepared(prepared, cli.settings_of(args, cli.parser()), None)
@@ -312,7 +312,7 @@ def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
                     str(raw), "--seed", "3", "--train", "1300", "--valid", "20", "--test",
                     "10", "--test-long", "4", "--long-min-len", "40", "--long-max-len", "50"],
                    check=True, capture_output=True)
-    command = [sys.executable, "-m", "fairseq_posenc.compare", str(out), "--data", str(raw),
+    command = [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(raw),
                "-s", "en", "-t", "de", "--encodings", "rope", "--max-update", "6",
                "--test", "test", "test_long", "--cpu", "--bpe-merges", "100",
                "--workers", "1", "--train-max-len", str(n),

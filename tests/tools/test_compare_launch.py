@@ -29,7 +29,7 @@ UPDATES = 50
 
 
 def command(out: Path, data: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fairseq_posenc.compare", str(out), "--data", str(data),
+    return [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
             "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--max-update", str(UPDATES),
             "--test", "test", "--cpu", "--bpe-merges", "100", "--workers", "1", *extra]
 
@@ -100,7 +100,7 @@ def test_a_failed_run_is_reported_and_the_others_make_the_report(raw, tmp_path):
 def validation_losses(run: Path) -> list[tuple[int, float]]:
     """(update, loss) of every validation over the run's training log's parts, a resumed
     part's replacing what it repeats."""
-    from fairseq_posenc.experiment.trainlog import parts, validation_losses as losses
+    from fairseq_posenc.tools.experiment.trainlog import parts, validation_losses as losses
 
     return sorted({u: loss for log in parts(run / "train.log")
                    for u, loss in losses(log)}.items())

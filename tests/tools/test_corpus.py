@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc import corpus, hypotheses
-from fairseq_posenc.textprep.text import JOINER, join_marked
+from fairseq_posenc.tools import corpus, hypotheses
+from fairseq_posenc.tools.textprep.text import JOINER, join_marked
 
 pytestmark = pytest.mark.slow  # posenc-prepare-corpus end to end
 
@@ -99,7 +99,7 @@ def test_hypotheses_detokenize_to_the_raw_text(prepared, tmp_path, capsys):
 
 def test_inspect_prepares_a_sentence_as_the_data_was(prepared):
     raw, data = prepared
-    from fairseq_posenc.inspection.sentence import prepare
+    from fairseq_posenc.tools.inspection.sentence import prepare
     sentence = lines(raw / "train.en")[2]
     tokens = prepare(sentence, lang="en", tokenized=False, bpe_codes=None, bpe_vocab=None,
                      vocab_threshold=1, separator=None, bpe_dir=data / "bpe")
@@ -113,7 +113,7 @@ def test_bad_corpora_stop_with_what_to_do(tmp_path):
     (raw / "train.de").write_text("a\n")
     for name in ("valid.en", "valid.de", "test.en", "test.de"):
         (raw / name).write_text("a\n")
-    run = [sys.executable, "-m", "fairseq_posenc.corpus", str(raw), "-s", "en", "-t", "de",
+    run = [sys.executable, "-m", "fairseq_posenc.tools.corpus", str(raw), "-s", "en", "-t", "de",
            "--dest", str(tmp_path / "out")]
     proc = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1

@@ -1,4 +1,4 @@
-"""fairseq_posenc.evaluation and ``posenc-score``: chrF, the paired bootstrap, length buckets.
+"""fairseq_posenc.tools.evaluation and ``posenc-score``: chrF, the paired bootstrap, length buckets.
 
 The references are sacreBLEU's own command line (a separate process reading the same
 files) and sacreBLEU's corpus scores of sentence subsets chosen by a plain loop here.
@@ -14,10 +14,10 @@ import pytest
 import sacrebleu
 
 from tests.support.cli_utils import console_script, run_script, subprocess_env, write_lines
-from fairseq_posenc.evaluation import (
+from fairseq_posenc.tools.evaluation import (
     ALPHA, AT5_BINS, BucketScore, bins_from_edges, bucket_table, by_length, paired_bootstrap,
     score)
-from fairseq_posenc.evaluation.cli import main as score_main
+from fairseq_posenc.tools.evaluation.cli import main as score_main
 
 WORDS = "the a cat dog house tree sees finds big small red old runs sleeps".split()
 

@@ -1,4 +1,4 @@
-"""fairseq_posenc.experiment, the runner posenc-reproduce and posenc-compare share: reading
+"""fairseq_posenc.tools.experiment, the runner posenc-reproduce and posenc-compare share: reading
 fairseq-train's log, the checkpoint rules, the fairseq-generate arguments, checkpoint
 averaging and a failing fairseq run. The whole chain (train, translate, score) runs in
 tests/tools/test_wmt_reproduce.py's smoke mode."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_posenc.experiment import checkpoints, fairseq_run, trainlog, translate
-from fairseq_posenc.extrapolation import LengthLimits, Untranslatable
+from fairseq_posenc.tools.experiment import checkpoints, fairseq_run, trainlog, translate
+from fairseq_posenc.plugin.extrapolation import LengthLimits, Untranslatable
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),

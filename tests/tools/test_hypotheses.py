@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli_utils import REPO_ROOT, run_script, subprocess_env, write_lines
-from fairseq_posenc.hypotheses import main
-from fairseq_posenc.textprep.text import JOINER, TOKENIZER
+from fairseq_posenc.tools.hypotheses import main
+from fairseq_posenc.tools.textprep.text import JOINER, TOKENIZER
 
 J = JOINER
 #: fairseq-generate output in batch order (ids 2, 0, 1), with the S-/T-/D-/P- lines it
@@ -56,13 +56,13 @@ def test_main_writes_hypotheses_in_test_order(files, capsys):
 
 @pytest.mark.slow  # three interpreters importing fairseq
 def test_console_script_and_module(files):
-    """The installed ``posenc-hypotheses`` and ``python -m fairseq_posenc.hypotheses``
+    """The installed ``posenc-hypotheses`` and ``python -m fairseq_posenc.tools.hypotheses``
     print the raw sentences, a file posenc-score takes line for line."""
     args = [files / "generate.log", "--ref", files / "test.de", "--detokenize", files / "bpe"]
     done = run_script("posenc-hypotheses", args)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == "".join(line + "\n" for line in RAW)
-    module = subprocess.run([sys.executable, "-m", "fairseq_posenc.hypotheses",
+    module = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.hypotheses",
                              *map(str, args)], capture_output=True, text=True,
                             env=subprocess_env(), cwd=REPO_ROOT)
     assert module.returncode == 0 and module.stdout == done.stdout
@@ -111,7 +111,7 @@ def test_count_is_required_once(files, capsys):
 def test_the_module_imports_only_the_standard_library():
     """Module-level imports of hypotheses.py (``--detokenize`` imports its helpers inside
     ``main``): the command adds no torch or fairseq import of its own."""
-    tree = ast.parse((REPO_ROOT / "fairseq_posenc" / "hypotheses.py").read_text())
+    tree = ast.parse((REPO_ROOT / "fairseq_posenc" / "tools" / "hypotheses.py").read_text())
     names = set()
     for node in tree.body:
         if isinstance(node, ast.Import):

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_posenc.context import PositionContext
-from fairseq_posenc.inspection import cli
+from fairseq_posenc.core.context import PositionContext
+from fairseq_posenc.tools.inspection import cli
 from tests.support.inspection import layer_values, read_pictures, tiny_checkpoint
 from tests.support.model_utils import ALL_ENCODINGS
 

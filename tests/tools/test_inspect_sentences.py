@@ -18,10 +18,10 @@ import torch
 from fairseq import options
 from fairseq.tasks.translation import TranslationTask
 
-from fairseq_posenc import corpus
-from fairseq_posenc.inspection import cli
-from fairseq_posenc.inspection.load import load_model
-from fairseq_posenc.textprep.text import JOINER
+from fairseq_posenc.tools import corpus
+from fairseq_posenc.tools.inspection import cli
+from fairseq_posenc.tools.inspection.load import load_model
+from fairseq_posenc.tools.textprep.text import JOINER
 from tests.fixtures.make_legacy_checkpoints import FLAGS
 from tests.support.cli_utils import (
     create_parallel_corpus,

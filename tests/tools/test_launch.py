@@ -1,4 +1,4 @@
-"""The launchers' pieces (fairseq_posenc.launch) and the options' checks in both tools,
+"""The launchers' pieces (fairseq_posenc.tools.launch) and the options' checks in both tools,
 before anything long starts. The launchers end to end: test_compare_launch.py."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.compare import cli, settings as settings_mod
-from fairseq_posenc.launch import batch, lock
-from fairseq_posenc.launch.local import Slots
-from fairseq_posenc.launch.slurm import parse_time
-from fairseq_posenc.wmt import recipes, reproduce, runs as wmt_runs
+from fairseq_posenc.tools.compare import cli, settings as settings_mod
+from fairseq_posenc.tools.launch import batch, lock
+from fairseq_posenc.tools.launch.local import Slots
+from fairseq_posenc.tools.launch.slurm import parse_time
+from fairseq_posenc.tools.wmt import recipes, reproduce, runs as wmt_runs
 from tests.tools.test_compare import base_args, raw, run_main  # noqa: F401  (raw: fixture)
 
 
@@ -70,7 +70,7 @@ def test_slurm_times():
 def test_a_second_command_on_a_directory_is_refused(tmp_path):
     with lock.hold(tmp_path, "tool"):
         other = subprocess.run([sys.executable, "-c", (
-            "import sys; from pathlib import Path; from fairseq_posenc.launch import lock\n"
+            "import sys; from pathlib import Path; from fairseq_posenc.tools.launch import lock\n"
             f"with lock.hold(Path({str(tmp_path)!r}), 'tool'): pass")],
             capture_output=True, text=True)
     assert other.returncode == 1

@@ -118,7 +118,7 @@ def test_scoring_imports_neither_fairseq_nor_torch(tmp_path):
     (tmp_path / "src.en").write_text("This is a small test.\nAnother sentence here.\n")
     run = python(LOADED + f"""
 import json, sys
-from fairseq_posenc.evaluation.cli import main
+from fairseq_posenc.tools.evaluation.cli import main
 code = main(["--ref", "ref.de", "--hyp", "a=a.de", "--hyp", "b=b.de", "--src", "src.en",
              "--out", "out"])
 print(json.dumps({{**loaded(), "code": code}}))
@@ -185,9 +185,9 @@ print(json.dumps({{"before": before["model"], **registered()}}))
 
 @pytest.mark.parametrize("first", [
     "fairseq_posenc",  # the package alone: import_user_module then skips it as imported
-    "fairseq_posenc.textprep.text",  # a module of ours that needs no fairseq
-    "fairseq_posenc.models",  # one that imports fairseq itself, before it is complete
-    "fairseq_posenc.attention",
+    "fairseq_posenc.tools.textprep.text",  # a module of ours that needs no fairseq
+    "fairseq_posenc.plugin.models",  # one that imports fairseq itself, before it is complete
+    "fairseq_posenc.plugin.attention",
     "fairseq_posenc.nn",  # the torch-only API
 ])
 def test_package_first_then_fairseq_registers(tmp_path, first):

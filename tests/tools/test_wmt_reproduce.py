@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_posenc.wmt import evaluate, execute, recipes, reproduce, tables
-from fairseq_posenc.wmt import runs as wmt_runs
+from fairseq_posenc.tools.wmt import evaluate, execute, recipes, reproduce, tables
+from fairseq_posenc.tools.wmt import runs as wmt_runs
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),
@@ -153,7 +153,7 @@ def test_smoke_caps_outputs_unless_the_decoders_table_caps_them_tighter():
     """The smoke mode's untrained models never end a sentence: its scale caps their
     outputs (fairseq's argparse reads the last of a repeated flag); a decoder's shorter
     table keeps its own cap; the papers' decoding has none."""
-    from fairseq_posenc.extrapolation import LengthLimits, Untranslatable
+    from fairseq_posenc.plugin.extrapolation import LengthLimits, Untranslatable
 
     def max_len_b(scale, target_positions=None):
         limits = None if target_positions is None else Untranslatable(
@@ -183,17 +183,17 @@ def test_missing_hypotheses_are_an_error(tmp_path):
 
 @pytest.mark.slow  # two interpreters importing fairseq
 def test_the_demo_reads_hypotheses_the_same_way(tmp_path):
-    """scripts/demo.sh collects hypotheses with ``python -m fairseq_posenc.hypotheses``: the
+    """scripts/demo.sh collects hypotheses with ``python -m fairseq_posenc.tools.hypotheses``: the
     same lines in the same order, and the same error for a missing one."""
     import subprocess
     import sys
 
     out = tmp_path / "generate.log"
     out.write_text("H-1\t-0.2\tsecond\nS-0\ta\nH-0\t-0.1\tfirst\n")
-    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.hypotheses", str(out),
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.hypotheses", str(out),
                            "--expected", "2"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == "first\nsecond\n"
-    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.hypotheses", str(out),
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.hypotheses", str(out),
                            "--expected", "3"], capture_output=True, text=True)
     assert done.returncode == 1 and "2 hypotheses for 3 test sentences" in done.stderr
 
@@ -307,7 +307,7 @@ def write_result(run, work: Path, hyps, refs, bleu, chrf, seed=1) -> None:
 def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_path):
     """AT5's baseline is T5 (the paper's comparison); each other row's cell gets chrF and
     sacreBLEU's paired-bootstrap p of its hypotheses against T5's, on the same sentences."""
-    from fairseq_posenc.evaluation import paired_bootstrap
+    from fairseq_posenc.tools.evaluation import paired_bootstrap
 
     assert recipes.PAPERS["at5"].baseline_row.label == "T5"
     assert recipes.PAPERS["diet"].baseline_row.label == "Vaswani"
@@ -335,7 +335,7 @@ def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_
 
 
 def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
-    from fairseq_posenc.evaluation import BucketScore
+    from fairseq_posenc.tools.evaluation import BucketScore
 
     for label, bleu in (("Vaswani", 20.0), ("ALiBi", 25.0)):
         [run] = wmt_runs.select("extrapolation", label)
@@ -369,7 +369,7 @@ def test_table_scripts_are_the_recipes(tmp_path):
     from them (a recipe changed, the script not regenerated) fails here."""
     import subprocess
 
-    from fairseq_posenc.wmt import table_scripts
+    from fairseq_posenc.tools.wmt import table_scripts
 
     examples = Path(__file__).resolve().parents[2] / "examples" / "wmt"
     for fresh in table_scripts.write_scripts(tmp_path):

@@ -1,6 +1,6 @@
-"""Offline tests of the WMT data preparation (fairseq_posenc.wmt, examples/wmt/prepare.py).
+"""Offline tests of the WMT data preparation (fairseq_posenc.tools.wmt, examples/wmt/prepare.py).
 
-Small fake archives with the real layout (fairseq_posenc/wmt/fake_archives.py) are served from a
+Small fake archives with the real layout (fairseq_posenc/tools/wmt/fake_archives.py) are served from a
 loopback HTTP server (or a local directory); the whole preparation runs on them, through
 sacreBLEU's own download/md5/SGML code and fairseq-preprocess, with injected faults: a
 transfer cut half-way (resumed with Range), corrupt and truncated archives (detected and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.wmt import fake_archives
+from fairseq_posenc.tools.wmt import fake_archives
 
 
 @pytest.fixture(scope="package", autouse=True)

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from fairseq_posenc.wmt import catalog, cli, fake_archives
+from fairseq_posenc.tools.wmt import catalog, cli, fake_archives
 from tests.support.wmt_prepare import EUROPARL, NC_V10, SMALL, run
 
 

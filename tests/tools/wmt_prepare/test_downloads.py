@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.textprep import files as prep_files
-from fairseq_posenc.wmt import catalog, download, fake_archives
+from fairseq_posenc.tools.textprep import files as prep_files
+from fairseq_posenc.tools.wmt import catalog, download, fake_archives
 from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, NC_V10, SMALL, count, run
 
 pytestmark = pytest.mark.slow  # preparations from the fake archives

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from fairseq_posenc.textprep import files as prep_files
-from fairseq_posenc.wmt import fake_archives
-from fairseq_posenc.wmt import czeng as wmt_czeng  # names of locals here
+from fairseq_posenc.tools.textprep import files as prep_files
+from fairseq_posenc.tools.wmt import fake_archives
+from fairseq_posenc.tools.wmt import czeng as wmt_czeng  # names of locals here
 from tests.support.wmt_prepare import SMALL, check_contract, run
 
 pytestmark = pytest.mark.slow  # whole preparations from the fake archives

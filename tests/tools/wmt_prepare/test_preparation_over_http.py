@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.textprep import files as prep_files
-from fairseq_posenc.textprep import text as prep_text  # names of locals here
-from fairseq_posenc.wmt import fake_archives
+from fairseq_posenc.tools.textprep import files as prep_files
+from fairseq_posenc.tools.textprep import text as prep_text  # names of locals here
+from fairseq_posenc.tools.wmt import fake_archives
 from tests.support.wmt_prepare import COMMONCRAWL, EUROPARL, SMALL, WMT13_TEST, check_contract, run
 
 pytestmark = pytest.mark.slow  # whole preparations from the fake archives

@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from fairseq_posenc.textprep import files as prep_files
-from fairseq_posenc.textprep import text as prep_text  # names of locals here
-from fairseq_posenc.wmt import catalog
+from fairseq_posenc.tools.textprep import files as prep_files
+from fairseq_posenc.tools.textprep import text as prep_text  # names of locals here
+from fairseq_posenc.tools.wmt import catalog
 
 
 # --- the target side comes back to the raw references it is scored against ---------------

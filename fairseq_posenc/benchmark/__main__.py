@@ -1,5 +1,0 @@
-"""``python -m fairseq_posenc.benchmark``: the benchmark's command line (:mod:`.cli`)."""
-
-from .cli import main
-
-raise SystemExit(main())

@@ -1,5 +1,0 @@
-"""``python -m fairseq_posenc.compare`` is ``posenc-compare``."""
-
-from .cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""``fire``: Functional Interpolation for Relative Positions (Li, You, Guruganesh, Ainslie,
+Ontanon, Zaheer, Sanghai, Yang, Kumar and Bhojanapalli 2023, ICLR 2024, arXiv 2310.04418,
+section 3).
+
+``e_ij += b_h(i, j) = f_theta(psi(i - j) / psi(max(L, i)))_h``, ``psi(x) = log(c x + 1)``:
+a content-free bias added to the scaled logits. ``f_theta`` is an MLP ``1 -> w -> H`` with a
+ReLU hidden layer, one output per head; ``c`` and the threshold ``L`` are learned. Dividing
+by ``psi`` of the query's position maps every query's distances into ``[0, 1]``
+(progressive interpolation: a longer context is a finer grid over the same range); the log
+spreads the nearby distances; ``L`` keeps short contexts from being stretched.
+
+Defaults and initialisation, as the paper's implementation (its appendix listing): ``w =
+32`` (``--fire-mlp-width``), PyTorch's default ``Linear`` initialisation, ``c`` learned from
+0.1 (``--fire-init-c``), ``L = |l * L_0|`` with the multiplier ``l`` learned from 1 and
+``L_0 = 512`` fixed (``--fire-init-l``), ``|c x|`` inside the log (a ``c`` that turns
+negative stays a log of a positive number), and ``eps = 1e-6`` added to the normaliser
+(``psi(max(L, 0)) = 0`` when ``L`` reaches 0). One module per layer (FIRE); ``--fire-shared``
+gives one per stack, shared by its layers (the paper's FIRE-Shared).
+
+What kind of term it is, and which computation it gets: the bias depends on the query's
+position ``i`` (once ``i > L``), not on ``j - i`` alone, so it is no table by distance and
+the fused distance kernel cannot take it. It is a ``PAIR_BIAS``: the ``(H, n, n)`` table
+over positions is computed once per forward (per module; while decoding, for a window that
+grows geometrically) and read at the rows' real positions
+(:func:`~fairseq_posenc.core.encodings.base.absolute_pair_bias`), then added to the float mask
+(SDPA on CUDA; the explicit path on CPU in training, whose fused kernel does not
+differentiate its mask). A decoding step reads its own row ``t`` of the table. The MLP
+runs on ``n x n`` inputs per module and forward (``n x n x w`` hidden values), the
+paper's cost.
+
+Deviations (the paper defines the causal form only):
+
+* Positions count real tokens: ``i`` is the query's position from the row's first real
+  token, so a left-padded source (or target, with ``--left-pad-target``) is encoded like
+  the same sentence alone. The distance is the same on indices.
+* Encoder (bidirectional): the keys after the query are the mirror image of the keys
+  before it. A key ``j > i`` gets ``f(-psi(j - i) / psi(max(L, n - 1 - i)))``, ``n`` the
+  row's real tokens: the negative of the same transform (so the MLP tells the two sides
+  apart; with ``|i - j|`` the bias would be symmetric, and an encoder whose only position
+  term it is could not tell left from right), normalised by the length of the query's
+  context on that side, the ``n - 1 - i`` tokens after it, counted from the row's last
+  real token. The keys at or before the query (all the decoder sees) get the paper's
+  formula, normalised by the ``i`` tokens before it. Each side's input then stays in
+  ``[0, 1]`` in magnitude, as in the causal case: normalising the keys after the query by
+  ``psi(max(L, i))`` instead would send them past 1 for early queries of a sentence longer
+  than ``L``, the extrapolation FIRE's normalisation is there to avoid. Both sides read
+  one table, ``M[a, b] = f(sign(a - b) psi(|a - b|) / psi(max(L, a, b)))``: a key before
+  the query at ``(i, j)``, a key after it at ``(n - 1 - j, n - 1 - i)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..context import PositionContext, PositionKind, Window
+from ..positions import gather_absolute_pairs, relative_positions
+from .base import PositionEncoding, absolute_pair_bias
+from .flags import Flag
+from .registry import register_encoding
+
+#: Added to the normaliser ``psi(max(L, i))`` (the authors' ``eps``).
+EPS = 1e-6
+
+
+def fire_inputs(n: int, c: Tensor, threshold: Tensor) -> Tensor:
+    """``(n, n)``: ``sign(a - b) psi(|a - b|) / (psi(max(L, a, b)) + eps)`` for positions
+    ``a`` (rows) and ``b`` (columns), ``psi(x) = log(|c x| + 1)``: for ``b <= a`` the
+    paper's input of query ``a`` and key ``b``; float32 at least (positions reach ``n``)."""
+    dtype = torch.promote_types(c.dtype, torch.float32)
+    pos = torch.arange(n, device=c.device, dtype=dtype)
+    c, threshold = c.to(dtype), threshold.to(dtype)
+    diff = pos[:, None] - pos[None, :]
+    numerator = torch.sign(diff) * torch.log1p((c * diff).abs())
+    farther = torch.maximum(pos[:, None], pos[None, :])
+    normaliser = torch.log1p((c * torch.maximum(farther, threshold)).abs()) + EPS
+    return numerator / normaliser
+
+
+def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tensor:
+    """``n - 1 - p``: each token's position counted from its row's last real token
+    (``positions`` from the first; padding gets a valid index, it is masked)."""
+    real = (~key_padding_mask.to(torch.bool)).sum(dim=1, keepdim=True)
+    return (real - 1 - positions).clamp(min=0)
+
+
+@register_encoding
+class Fire(PositionEncoding):
+    name = "fire"
+    kind = PositionKind.PAIR_BIAS
+    flags = (
+        Flag("--fire-mlp-width", "fire: width of the hidden layer of the MLP f (default 32, "
+             "the paper's)", default=32, type=int, metavar="N", minimum=1,
+             hint="FIRE uses 32."),
+        Flag("--fire-init-c", "fire: initial value of c in psi(x) = log(c x + 1) (learned; "
+             "default 0.1, the paper's)", default=0.1, type=float, metavar="C"),
+        Flag("--fire-init-l", "fire: L_0 in the threshold L = |l L_0| of psi(max(L, i)), "
+             "l learned from 1 (default 512, the paper's)", default=512.0, type=float,
+             metavar="L"),
+        Flag("--fire-shared", "fire: one FIRE module per stack, shared by its layers (the "
+             "paper's FIRE-Shared; default: one per layer)"),
+    )
+
+    def __init__(self, num_heads: int, mlp_width: int = 32, init_c: float = 0.1,
+                 init_l: float = 512.0, causal: bool = True) -> None:
+        super().__init__()
+        self.causal = causal
+        self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(),
+                                 nn.Linear(mlp_width, num_heads))
+        self.c = nn.Parameter(torch.tensor(float(init_c)))
+        #: ``L_0``: fixed; the threshold is ``|l_multiplier * L_0|``.
+        self.init_l = float(init_l)
+        self.l_multiplier = nn.Parameter(torch.tensor(1.0))
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        super().check_args(args)
+        for option, value in (("--fire-init-c", args.fire_init_c),
+                              ("--fire-init-l", args.fire_init_l)):
+            if not value > 0:  # also NaN
+                raise ValueError(f"{option} must be positive, got {value!r}: psi(x) = "
+                                 "log(c x + 1) needs c > 0 and the threshold L > 0. FIRE "
+                                 "starts from c = 0.1 and L = 512.")
+
+    @classmethod
+    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+        return ("its bias is a function of the query's position and the distance, "
+                "normalised by psi(max(L, i)) over the positions 0..n-1 its table covers; "
+                "FIRE's own answer to unseen lengths is that normalisation: train fire "
+                "without it")
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        return bool(args.fire_shared)
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Fire":
+        return cls(num_heads, args.fire_mlp_width, args.fire_init_c, args.fire_init_l,
+                   causal)
+
+    def threshold(self) -> Tensor:
+        """``L = |l L_0|``."""
+        return (self.l_multiplier * self.init_l).abs()
+
+    def table(self, n: int) -> Tensor:
+        """``(H, n, n)``: ``M[a, b]`` (:func:`fire_inputs` through the MLP); for ``b <= a``
+        the bias of query position ``a`` and key position ``b``."""
+        x = fire_inputs(n, self.c, self.threshold())
+        weight = self.mlp[0].weight
+        out = self.mlp(x.to(weight.dtype).unsqueeze(-1))  # (n, n, H)
+        return out.permute(2, 0, 1)
+
+    def pair_bias(self, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+        """:meth:`table` once per forward (a window grown geometrically while decoding),
+        read at the rows' real positions; in the encoder the keys after the query read it
+        mirrored, at positions counted from the row's end."""
+        table = ctx.window(self, "table", 0, k_len - 1,
+                           lambda lo, hi: Window(self.table(hi + 1), 0, hi)).table
+        before = absolute_pair_bias(self, table, q_len, k_len, q_offset, key_padding_mask,
+                                    ctx)
+        if self.causal:
+            return before
+
+        def both_sides() -> Tensor:
+            if key_padding_mask is None:  # [i, j] -> table[k_len - 1 - j, k_len - 1 - i]
+                mirrored = table[:, :k_len, :k_len].flip(-1, -2).transpose(-1, -2)
+                after = mirrored[:, q_offset:]
+            else:
+                positions = ctx.real_positions(key_padding_mask, k_len, table.device)
+                after = gather_absolute_pairs(
+                    table.transpose(-1, -2), positions_from_the_end(key_padding_mask,
+                                                                    positions), q_offset)
+            later = relative_positions(q_len, k_len, q_offset, table.device) > 0  # j > i
+            return torch.where(later, after, before)
+
+        return ctx.latest(self, "both sides", (key_padding_mask, q_len, k_len, q_offset),
+                          both_sides, batch_dependent=key_padding_mask is not None)

@@ -1,0 +1,194 @@
+"""``rope``: rotary position embedding (Su et al. 2021, RoFormer, eq. 34).
+
+Each head's query and key are rotated pair by pair: dimensions ``(2i, 2i+1)`` of the vector
+at position ``p`` turn by the angle ``p * theta_i``, ``theta_i = base^(-2i/d_h)``,
+``base = 10000`` (``--rope-base``). ``q_i . k_j`` then depends on positions only through
+``j - i``. Interleaved pairs as in the paper (GPT-NeoX rotates the two halves instead: the
+same family, a different pairing). Applied in every self-attention layer; no parameters.
+Keys are cached rotated, so decoding step ``t`` rotates only its own query and key.
+On CUDA in half precision a sequence's rotation is one fused pass
+(:mod:`fairseq_posenc.core.kernels.rotary`, ``kernel="auto"``), the same arithmetic as the
+complex64 product without its float32 copies. A decoding step puts every row at one
+position, so its rotation is one ``d_h x d_h`` matrix product per tensor (entries from
+float64 angles, the queries' times the attention's ``1/sqrt(d_h)``, rounded once to the
+model's precision), the fewest kernels for the host to launch, which is what
+bounds beam search.
+
+Positions are indices in the padded row: fairseq pads on one side only, so real tokens
+are contiguous and, the encoding being relative, the padding offset cancels. Positions
+chosen per sequence (``--random-positions`` in training) rotate each row by its own.
+
+Rescaled frequencies for sentences longer than the training ones (position interpolation,
+NTK-aware scaling, YaRN; :mod:`fairseq_posenc.core.rope_scaling`) are a constructor argument,
+given at translation time through the plugin's tasks; YaRN's temperature joins the
+queries' scale.
+
+Not proposed by the papers this project reproduces; included because researchers comparing
+position encodings today expect it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Literal, Optional
+
+import torch
+from torch import Tensor
+
+from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from .. import kernels
+from ..positions import rotate_pairs
+from ..rope_scaling import RopeScaling
+from .base import PositionEncoding
+from .flags import Flag
+from .registry import register_encoding
+
+
+@register_encoding
+class Rope(PositionEncoding):
+    name = "rope"
+    kind = PositionKind.ROTATION
+    fused_kernel = FusedKernel(KernelFamily.ROTARY)
+    flags = (Flag("--rope-base", "rope: base of the rotation frequencies (default 10000)",
+                  default=10000.0, type=float, metavar="B"),)
+
+    def __init__(self, head_dim: int, base: float,
+                 kernel: Literal["auto", "fused", "complex"] = "auto",
+                 scaling: Optional[RopeScaling] = None) -> None:
+        """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
+        (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too) and the
+        complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
+        product; or the fused rotation or the complex product everywhere. ``scaling``:
+        frequencies rescaled for longer sentences than the training ones (None: the
+        paper's)."""
+        super().__init__()
+        self.kernel = kernel
+        if head_dim % 2:
+            raise ValueError(f"--pos-encoding {self.name} needs an even head dimension, "
+                             f"got {head_dim}")
+        # float64 on the CPU, not a buffer: a model's .half() would round a buffer to its
+        # precision, and the angles p theta with it (:meth:`_exact`)
+        self.theta = (base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+                      if scaling is None else scaling.frequencies(head_dim, base))
+        self._copies: dict[tuple[str, torch.device], Tensor] = {}
+        self.scaling = scaling
+        #: The factor on the logits, folded into the queries' scale: YaRN's ``1/t``, else 1.
+        self.logit_scale = 1.0 if scaling is None else scaling.logit_scale
+
+    @classmethod
+    def check_args(cls, args: argparse.Namespace) -> None:
+        super().check_args(args)
+        if not args.rope_base > 1:
+            raise ValueError(f"--rope-base must be greater than 1, got {args.rope_base}")
+
+    @classmethod
+    def shares_layers(cls, args: argparse.Namespace) -> bool:
+        return True
+
+    @classmethod
+    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
+        return cls(head_dim, args.rope_base, scaling=RopeScaling.from_args(args))
+
+    def _exact(self, name: str, device: torch.device) -> Tensor:
+        """The float64 constant ``name`` (kept on the CPU) on ``device``, copied once per
+        device: a copy per forward would make the host wait for the GPU."""
+        copy = self._copies.get((name, device))
+        if copy is None:
+            copy = self._copies[name, device] = getattr(self, name).to(device)
+        return copy
+
+    # -- what a subclass adds to the rotation (xPos: a decay per pair) ------------------
+
+    def _origin(self, end: int) -> int:
+        """The position whose factors are 1, for a call over positions ``0..end-1``."""
+        return 0
+
+    def _magnitudes(self, positions: Tensor, origin: int) -> Optional[tuple[Tensor, Tensor]]:
+        """Real factors on each pair of the queries and of the keys at ``positions``
+        (float64, ``(n, d_h/2)`` each), or None: none (RoPE's rotation alone)."""
+        return None
+
+    def _rotations(self, end: int, dtype: torch.dtype, device: torch.device,
+                   ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """The queries' and the keys' factors for positions ``p = 0..end-1`` (at least),
+        ``(end, d_h/2)`` each: ``e^(i p theta_j)``, times :meth:`_magnitudes` where a
+        subclass has them (RoPE: one table, returned twice); complex of ``dtype``'s
+        precision, computed in float64, cached per forward (per sequence while
+        decoding)."""
+        origin = self._origin(end)
+
+        def compute(lo: int, hi: int) -> Window:
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=device)
+            angles = positions[:, None] * self._exact("theta", device)
+            magnitudes = self._magnitudes(positions, origin) or (torch.ones_like(angles),)
+            tables = torch.stack([torch.polar(m, angles) for m in magnitudes])
+            complex_type = torch.complex128 if dtype == torch.float64 else torch.complex64
+            return Window(tables.to(complex_type), 0, hi, dim=1)
+
+        tables = ctx.window(self, f"rotations {dtype} from {origin}", 0, end - 1,
+                            compute).table
+        return tables[0], tables[-1]
+
+    def _step_matrix(self, position: int, dtype: torch.dtype, device: torch.device,
+                     scale: float, ctx: PositionContext, side: int) -> Tensor:
+        """The rotation at ``position`` times ``scale`` (and the queries' (``side`` 0) or
+        keys' (1) :meth:`_magnitudes`) as a real ``(d_h, d_h)`` matrix ``M`` acting on
+        rows, ``x M``: pairs ``(x_2i, x_2i+1) -> scale (x_2i cos - x_2i+1 sin, x_2i sin +
+        x_2i+1 cos)``, computed in float64 and each entry rounded once to ``dtype``. Kept
+        for the decoded sequence as a window of positions (one per scale and side: the
+        queries' carries the attention's ``1/sqrt(d_h)``): a step reads its matrix."""
+        origin = self._origin(position + 1)
+
+        def compute(lo: int, hi: int) -> Window:
+            positions = torch.arange(hi + 1, dtype=torch.float64, device=device)
+            angles = positions[:, None] * self._exact("theta", device)  # (n, d/2)
+            magnitudes = self._magnitudes(positions, origin)
+            factor = scale if magnitudes is None else magnitudes[side] * scale
+            cos, sin = angles.cos() * factor, angles.sin() * factor
+            # blocks[n, i] = [[cos, sin], [-sin, cos]]: row 2i (x_2i), row 2i+1 (x_2i+1)
+            blocks = torch.stack([torch.stack([cos, sin], -1),
+                                  torch.stack([-sin, cos], -1)], -2)  # (n, d/2, 2, 2)
+            pairs = blocks.size(1)
+            eye = torch.eye(pairs, dtype=torch.float64, device=blocks.device)
+            # (n, i, a, j, b) = eye[i, j] * blocks[n, i, a, b]: block-diagonal (n, d, d)
+            matrices = (eye[None, :, None, :, None] * blocks[:, :, :, None, :])
+            return Window(matrices.reshape(-1, 2 * pairs, 2 * pairs).to(dtype), 0, hi, dim=0)
+
+        window = ctx.window(self, f"step matrices {dtype} x{scale!r} {side} from {origin}",
+                            0, position, compute)
+        return window.table[position]
+
+    def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
+                  q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
+        q_scale = q_scale * self.logit_scale
+        if ctx.positions is not None:
+            # Positions chosen per sequence (--random-positions): each row's own factors,
+            # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused
+            # rotation takes one row of factors per position).
+            q_rotation, k_rotation = self._rotations(ctx.largest_position() + 1, q.dtype,
+                                                     q.device, ctx)
+            index = ctx.positions[:, q_offset:q_offset + q.size(-2)]
+            return (rotate_pairs(q * q_scale, q_rotation[index].unsqueeze(1)),
+                    rotate_pairs(k, k_rotation[index].unsqueeze(1)))
+        if q.size(-2) == 1 and self.kernel == "auto":
+            # A decoding step: every row at one position, so the rotation is one matrix
+            # product per tensor, the queries' with the scale folded in (no kernel of its
+            # own). Beam search is bound by the host's work per layer, and the complex
+            # product launches 3 kernels per tensor in half precision (a float32 copy, the
+            # product, a cast back) (docs/decisions.md, "RoPE's rotation").
+            return (torch.matmul(q, self._step_matrix(q_offset, q.dtype, q.device, q_scale,
+                                                      ctx, 0)),
+                    torch.matmul(k, self._step_matrix(q_offset, q.dtype, q.device, 1.0, ctx,
+                                                      1)))
+        if q_scale != 1.0:
+            q = q * q_scale
+        end = q_offset + q.size(-2)
+        q_rotation, k_rotation = (table[q_offset:end]
+                                  for table in self._rotations(end, q.dtype, q.device, ctx))
+        if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
+                                      and kernels.auto_fuses(KernelFamily.ROTARY, q.device,
+                                                             q.dtype)):
+            from ..kernels.rotary import rotate
+
+            return rotate(q, q_rotation), rotate(k, k_rotation)
+        return rotate_pairs(q, q_rotation), rotate_pairs(k, k_rotation)

@@ -1,0 +1,69 @@
+"""Registered architectures: for every encoding NAME,
+
+* ``transformer_wmt_en_de_NAME`` -- fairseq's ``transformer_wmt_en_de`` (the papers'
+  6+6-layer Transformer base: 512 wide, 8 heads, FFN 2048);
+* ``transformer_tiny_NAME`` -- 2+2 layers, 128 wide, 4 heads, FFN 256, for tests and demos;
+
+plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, where
+``--pos-encoding`` chooses the encoding. Architecture functions only fill in values that
+are unset, because fairseq runs them again on the saved arguments of a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable, Optional
+
+from fairseq.models import register_model_architecture
+from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
+
+from ..core.encodings import ENCODINGS
+from .models import fill_position_defaults
+
+MODEL = "transformer_posenc"
+
+
+def tiny(args: argparse.Namespace) -> None:
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 128)
+    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 256)
+    args.encoder_layers = getattr(args, "encoder_layers", 2)
+    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 4)
+    args.decoder_layers = getattr(args, "decoder_layers", 2)
+    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 4)
+    base_architecture(args)
+
+
+SIZES: dict[str, Callable[[argparse.Namespace], None]] = {
+    "transformer_wmt_en_de": transformer_wmt_en_de,
+    "transformer_tiny": tiny,
+}
+
+
+def _architecture(
+    arch: str, size: Callable[[argparse.Namespace], None], encoding: Optional[str]
+) -> None:
+    def configure(args: argparse.Namespace) -> None:
+        chosen = getattr(args, "pos_encoding", None)
+        if encoding is not None:
+            if chosen not in (None, encoding):
+                raise ValueError(
+                    f"--arch {arch} is the {encoding} model but --pos-encoding {chosen} was "
+                    f"given; use --arch transformer_{encoding_free(arch)}_{chosen}, or "
+                    "--arch transformer_posenc[_tiny] --pos-encoding NAME."
+                )
+            args.pos_encoding = encoding
+        fill_position_defaults(args)
+        size(args)
+
+    register_model_architecture(MODEL, arch)(configure)
+
+
+def encoding_free(arch: str) -> str:
+    return "tiny" if arch.startswith("transformer_tiny") else "wmt_en_de"
+
+
+_architecture("transformer_posenc", transformer_wmt_en_de, None)
+_architecture("transformer_posenc_tiny", tiny, None)
+for _name in sorted(ENCODINGS):
+    for _size, _fn in SIZES.items():
+        _architecture(f"{_size}_{_name}", _fn, _name)

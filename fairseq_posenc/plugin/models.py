@@ -1,0 +1,452 @@
+"""fairseq glue: the ``transformer_posenc`` model, its encoder/decoder and arguments.
+
+The model is fairseq's args-based ``TransformerModel`` with
+
+* ``--pos-encoding NAME`` choosing the encoding (``fairseq_posenc.core.encodings``) and one flag
+  per hyperparameter of each encoding;
+* for input encodings, fairseq's own position embeddings configured accordingly;
+* for attention-level encodings, input positions off (as in the papers; ``--keep-input-
+  positions`` keeps them for ablations) and every encoder and decoder self-attention
+  replaced by :class:`PositionalMultiheadAttention`. Encoder-decoder attention is stock.
+
+Each stack (encoder, decoder) is built in one phase: its position terms first (one encoding
+per layer, or one shared by all layers; segment attention), then the layers, each built
+with its terms. The stack owns (registers) the terms; it builds a :class:`PositionContext`
+for each forward, which its layers read through the stack's :class:`PositionScope`, and
+the decoder keeps one context per generated sequence in ``incremental_state`` so that
+per-step work is a slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model
+from fairseq.models.transformer import (
+    DEFAULT_MAX_SOURCE_POSITIONS,
+    DEFAULT_MAX_TARGET_POSITIONS,
+    TransformerConfig,
+    TransformerDecoder,
+    TransformerEncoder,
+    TransformerModel,
+)
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+from torch import Tensor, nn
+
+from .attention import AttachedPositions, PositionalMultiheadAttention
+from .checkpoint import decode_tag, encode_tag
+from ..core.context import PositionContext, PositionScope
+from ..core.encodings import ENCODINGS, get_encoding
+from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
+from ..core.encodings.registry import flag_owners
+from .input_positions import InputPositions
+from ..nn import KERNEL_CHOICES, choose_kernels
+from ..core.random_positions import add_random_positions_arg, check_random_positions
+from ..core.segments import (
+    SegmentAttention,
+    add_segment_args,
+    check_segment_args,
+    segment_embedding,
+    segment_ids,
+    separator_index,
+    uses_segments,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENCODING = "sinusoidal"
+
+
+# --- arguments ----------------------------------------------------------------------
+
+
+def add_position_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("position encoding (fairseq-posenc)")
+    group.add_argument(
+        "--pos-encoding",
+        choices=sorted(ENCODINGS),
+        default=None,
+        help=f"position encoding (default: the architecture's, else {DEFAULT_ENCODING})",
+    )
+    group.add_argument(
+        "--pos-layers",
+        choices=LAYER_CHOICES,
+        default=None,
+        help="self-attention layers that get an attention-level encoding: all, or the "
+        "first of each stack (default: first for at5, at5_nob, t5_nob as in AT5's "
+        "translation setting, all for the others)",
+    )
+    group.add_argument(
+        "--pos-kernels",
+        choices=KERNEL_CHOICES,
+        default="auto",
+        help="auto: on CUDA in fp16/bf16, the Triton kernels of fairseq_posenc/core/kernels "
+        "(distance biases and factors, Shaw's terms, RoPE's rotation), each after a "
+        "once-per-process check against torch's path; torch: torch's paths only (the same "
+        "numbers up to rounding, with B x H x T x T tensors for the distance terms)",
+    )
+    group.add_argument(
+        "--keep-input-positions",
+        action="store_true",
+        help="with an attention-level encoding, also keep fairseq's input position "
+        "embeddings (ablation; the papers remove them)",
+    )
+    add_random_positions_arg(group)
+    for encoding in ENCODINGS.values():
+        encoding.add_args(group)
+    add_segment_args(group)
+
+
+def fill_position_defaults(args: argparse.Namespace) -> None:
+    """Give unset position flags their defaults.
+
+    fairseq parses model flags with ``argument_default=SUPPRESS`` and leaves defaults to
+    the architecture function; this reads them off the flag definitions, so each default
+    is written once, next to its flag.
+    """
+    parser = argparse.ArgumentParser(add_help=False)
+    add_position_args(parser)
+    for action in parser._actions:
+        if not hasattr(args, action.dest):
+            setattr(args, action.dest, action.default)
+
+
+def check_foreign_flags(args: argparse.Namespace, encoding: type) -> None:
+    """A flag of another encoding given a value (not its default): an error that names the
+    flag and the encodings it belongs to, before anything is built."""
+    own = {flag.dest for flag in encoding.flags}
+    flags = {flag.dest: flag for other in ENCODINGS.values() for flag in other.flags}
+    for dest, names in flag_owners().items():
+        flag = flags[dest]
+        value = getattr(args, dest, flag.default)
+        if dest not in own and value is not None and value != flag.default:
+            raise ValueError(
+                f"{flag.option} is a flag of --pos-encoding {', '.join(names)}, not of "
+                f"--pos-encoding {args.pos_encoding}, which has no use for it: remove it, "
+                "or choose an encoding it belongs to.")
+
+
+def configure_positions(args: argparse.Namespace) -> None:
+    """Validate the encoding's flags and set fairseq's own position-embedding flags."""
+    args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
+    encoding = get_encoding(args.pos_encoding)
+    check_foreign_flags(args, encoding)
+    encoding.check_args(args)
+    check_segment_args(args)
+    check_random_positions(args, encoding, (
+        getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS,
+        getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS))
+    if encoding.at_input:
+        wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
+        given = (
+            bool(args.no_token_positional_embeddings),
+            bool(args.encoder_learned_pos or args.decoder_learned_pos),
+        )
+        if given not in (wanted, (False, False)):
+            raise ValueError(
+                f"--pos-encoding {args.pos_encoding} conflicts with "
+                "--no-token-positional-embeddings / --encoder-learned-pos / "
+                "--decoder-learned-pos: choose the input encoding with --pos-encoding "
+                f"({', '.join(n for n, e in sorted(ENCODINGS.items()) if e.at_input)}) alone."
+            )
+        args.no_token_positional_embeddings, learned = wanted
+        args.encoder_learned_pos = args.decoder_learned_pos = learned
+    elif not args.keep_input_positions:
+        args.no_token_positional_embeddings = True
+
+
+# --- layers and stacks --------------------------------------------------------------
+
+
+def positional_self_attention(layer: nn.Module, heads: int, cfg: TransformerConfig,
+                              positions: AttachedPositions) -> PositionalMultiheadAttention:
+    return PositionalMultiheadAttention(
+        layer.embed_dim,
+        heads,
+        dropout=cfg.attention_dropout,
+        q_noise=layer.quant_noise,
+        qn_block_size=layer.quant_noise_block_size,
+        positions=positions,
+    )
+
+
+class PositionalEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with position-aware self-attention built with ``positions``."""
+
+    def __init__(self, cfg: TransformerConfig, positions: AttachedPositions,
+                 return_fc: bool = False) -> None:
+        self._pending_positions = positions  # read by build_self_attention, within __init__
+        super().__init__(cfg, return_fc=return_fc)
+        del self._pending_positions
+
+    def build_self_attention(self, embed_dim: int, cfg: TransformerConfig):
+        return positional_self_attention(self, cfg.encoder.attention_heads, cfg,
+                                         self._pending_positions)
+
+
+class PositionalDecoderLayer(TransformerDecoderLayerBase):
+    """fairseq's decoder layer with position-aware self-attention built with ``positions``."""
+
+    def __init__(self, cfg: TransformerConfig, positions: AttachedPositions,
+                 no_encoder_attn: bool = False) -> None:
+        self._pending_positions = positions  # read by build_self_attention, within __init__
+        super().__init__(cfg, no_encoder_attn)
+        del self._pending_positions
+
+    def build_self_attention(
+        self, embed_dim: int, cfg: TransformerConfig, add_bias_kv=False, add_zero_attn=False
+    ):
+        if add_bias_kv or add_zero_attn or cfg.cross_self_attention:
+            raise ValueError(
+                "attention-level position encodings do not support --cross-self-attention "
+                "or bias_kv / zero_attn in decoder self-attention"
+            )
+        return positional_self_attention(self, cfg.decoder.attention_heads, cfg,
+                                         self._pending_positions)
+
+
+def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
+    """Activation checkpointing and FSDP wrapping, as fairseq's ``build_*_layer`` do."""
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap if not checkpoint else 0)
+
+
+@dataclass
+class StackPositions:
+    """Phase one of a stack's build: the position terms of each of its layers, made before
+    the layers; phase two hands them out, one layer at a time, as fairseq builds each."""
+
+    scope: PositionScope
+    #: Per layer: its encoding (None: plain) and further terms (segment attention).
+    encodings: list[Optional[PositionEncoding]]
+    extra_terms: list[list[PositionEncoding]]
+    built: int = field(default=0)
+
+    def next_layer(self) -> AttachedPositions:
+        i, self.built = self.built, self.built + 1
+        return AttachedPositions.of(self.encodings[i], self.scope, self.extra_terms[i])
+
+
+class PositionalStack:
+    """Mixin for the encoder and decoder: builds and owns the position terms, and the scope
+    through which its layers read the context of each forward."""
+
+    args: argparse.Namespace
+    layers: nn.ModuleList
+    padding_idx: int
+
+    def _uses_attention_encoding(self) -> bool:
+        return not get_encoding(self.args.pos_encoding).at_input
+
+    def _layer_positions(self, stack: TransformerConfig, causal: bool,
+                         max_positions: int) -> AttachedPositions:
+        """The next layer's terms; the first call builds those of the whole stack."""
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if plan is None:
+            heads, layers = stack.attention_heads, stack.layers
+            head_dim = stack.embed_dim // heads
+            encoding = get_encoding(self.args.pos_encoding)
+            per_layer: list[Optional[PositionEncoding]] = [None] * layers
+            if not encoding.at_input:
+                per_layer = encoding.build_stack(self.args, layers, num_heads=heads,
+                                                 head_dim=head_dim, causal=causal,
+                                                 max_positions=max_positions)
+            plan = self._plan = StackPositions(PositionScope(), per_layer,
+                                               self._extra_terms(heads, layers))
+        return plan.next_layer()
+
+    def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
+        """Per layer, the terms beside the encoding's (the encoder's segment attention)."""
+        return [[] for _ in range(layers)]
+
+    def _own_positions(self, max_positions: int, side: str) -> None:
+        """After the layers: register the encodings (one module per shared encoding), after
+        every other submodule as before (so the parameters, and an optimizer's state,
+        keep their order)."""
+        encoding = get_encoding(self.args.pos_encoding)
+        self.pos_max_length = encoding.max_length(self.args, max_positions)
+        self.pos_side = side
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if plan is not None:
+            del self._plan
+        self.pos_scope = plan.scope if plan is not None else PositionScope()
+        if plan is not None and not encoding.at_input:
+            self.pos_encodings = nn.ModuleList(
+                [m for m in dict.fromkeys(plan.encodings) if m is not None])
+        self.pos_draw = encoding.position_draw(self.args)
+        if self.pos_draw is not None and self.embed_positions is not None:
+            # the input embedding reads the positions each training forward chooses
+            self.embed_positions = InputPositions(self.embed_positions, self.pos_scope)
+
+    def _chosen_positions(self, tokens: Tensor) -> Optional[Tensor]:
+        """The positions of this forward's tokens where a training forward chooses them
+        per sequence (SHAPE's shift, ``--random-positions``' draw), else None (the count
+        of real tokens): drawn once for the stack, read by every term of every layer."""
+        if self.pos_draw is None or not self.training:
+            return None
+        return self.pos_draw(tokens.eq(self.padding_idx))
+
+    def _check_length(self, tokens: Tensor) -> None:
+        limit = self.pos_max_length
+        if limit is None or tokens.size(1) <= limit:
+            return
+        longest = int(tokens.ne(self.padding_idx).sum(dim=1).max())
+        if longest > limit:
+            flag = get_encoding(self.args.pos_encoding).max_length_flag(self.args) or (
+                "--max-source-positions" if self.pos_side == "source" else "--max-target-positions"
+            )
+            raise ValueError(
+                f"a {self.pos_side} sequence has {longest} tokens, but --pos-encoding "
+                f"{self.args.pos_encoding} has positions for only {limit} ({flag}). "
+                f"Train with a larger {flag}, shorten or skip long inputs "
+                "(--skip-invalid-size-inputs-valid-test), or use a relative encoding."
+            )
+
+
+class PositionalEncoder(PositionalStack, TransformerEncoder):
+    def __init__(self, args, dictionary, embed_tokens, return_fc: bool = False) -> None:
+        super().__init__(args, dictionary, embed_tokens, return_fc=return_fc)
+        self.segment_separator: Optional[int] = None
+        if uses_segments(args):
+            self.segment_separator = separator_index(args, dictionary)
+        if args.segment_embedding:
+            self.segment_embed = segment_embedding(args.num_segments, embed_tokens.embedding_dim)
+        plan: Optional[StackPositions] = getattr(self, "_plan", None)
+        if args.segment_attention and plan is not None:
+            self.segment_attention = nn.ModuleList([terms[0] for terms in plan.extra_terms])
+        self._own_positions(args.max_source_positions, "source")
+
+    def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
+        if not self.args.segment_attention:
+            return super()._extra_terms(heads, layers)
+        return [[SegmentAttention(heads, self.args.num_segments)] for _ in range(layers)]
+
+    def _uses_attention_encoding(self) -> bool:
+        return super()._uses_attention_encoding() or bool(self.args.segment_attention)
+
+    def build_encoder_layer(self, args):
+        if not self._uses_attention_encoding():
+            return super().build_encoder_layer(args)
+        cfg = TransformerConfig.from_namespace(args)
+        positions = self._layer_positions(cfg.encoder, causal=False,
+                                          max_positions=cfg.max_source_positions)
+        return wrap_layer(PositionalEncoderLayer(cfg, positions, return_fc=self.return_fc), cfg)
+
+    def forward_embedding(self, src_tokens, token_embedding: Optional[Tensor] = None):
+        if self.args.segment_embedding:  # BERT: token + segment (+ position) embeddings
+            if token_embedding is None:
+                token_embedding = self.embed_tokens(src_tokens)
+            token_embedding = token_embedding + self.segment_embed(
+                self.pos_scope.context.segment_ids)
+        return super().forward_embedding(src_tokens, token_embedding)
+
+    def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False,
+                token_embeddings: Optional[Tensor] = None):
+        self._check_length(src_tokens)
+        segments = (None if self.segment_separator is None else
+                    segment_ids(src_tokens, self.segment_separator, self.args.num_segments))
+        context = PositionContext(segment_ids=segments,
+                                  positions=self._chosen_positions(src_tokens))
+        with self.pos_scope.open(context):
+            return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+
+
+class PositionalDecoder(PositionalStack, TransformerDecoder):
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn: bool = False,
+                 output_projection=None) -> None:
+        super().__init__(args, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        self._own_positions(args.max_target_positions, "target")
+
+    def build_decoder_layer(self, args, no_encoder_attn: bool = False):
+        if not self._uses_attention_encoding():
+            return super().build_decoder_layer(args, no_encoder_attn)
+        cfg = TransformerConfig.from_namespace(args)
+        positions = self._layer_positions(cfg.decoder, causal=True,
+                                          max_positions=cfg.max_target_positions)
+        return wrap_layer(PositionalDecoderLayer(cfg, positions, no_encoder_attn), cfg)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None,
+                         full_context_alignment: bool = False, alignment_layer=None,
+                         alignment_heads=None):
+        self._check_length(prev_output_tokens)
+        if incremental_state is None:
+            context = PositionContext(positions=self._chosen_positions(prev_output_tokens))
+        else:
+            # Kept for the whole generated sequence; never reordered (nothing in it
+            # depends on the batch), so it lives outside the attention's own buffer.
+            context = self.get_incremental_state(incremental_state, "pos_context")
+            if context is None:
+                context = PositionContext(incremental=True)
+                self.set_incremental_state(incremental_state, "pos_context", context)
+        with self.pos_scope.open(context):
+            return super().extract_features(
+                prev_output_tokens, encoder_out, incremental_state,
+                full_context_alignment, alignment_layer, alignment_heads,
+            )
+
+
+# --- model --------------------------------------------------------------------------
+
+
+@register_model("transformer_posenc")
+class PosencTransformerModel(TransformerModel):
+    """fairseq's Transformer with a choice of position encoding (``--pos-encoding``)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        add_position_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        configure_positions(args)
+        model = super().build_model(args, task)
+        # checkpoints written before the flag existed: their args lack it
+        choose_kernels(model, getattr(args, "pos_kernels", "auto"))
+        return model
+
+    @classmethod
+    def build_encoder(cls, args, src_dict, embed_tokens):
+        return PositionalEncoder(args, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, args, tgt_dict, embed_tokens):
+        return PositionalDecoder(args, tgt_dict, embed_tokens,
+                                 no_encoder_attn=getattr(args, "no_cross_attention", False))
+
+    # The encoding travels with the weights (see checkpoint.py).
+    def get_extra_state(self) -> Tensor:
+        return encode_tag(self.args.pos_encoding)
+
+    def set_extra_state(self, state: Any) -> None:
+        theirs = decode_tag(state) if isinstance(state, torch.Tensor) else repr(state)
+        if theirs != self.args.pos_encoding:
+            raise ValueError(
+                f"this checkpoint was trained with --pos-encoding {theirs}, but the model "
+                f"being built uses --pos-encoding {self.args.pos_encoding}. "
+                "fairseq-generate and fairseq-interactive rebuild the model from the "
+                "checkpoint's own arguments; for fairseq-train --restore-file or "
+                f"--finetune-from-model pass the checkpoint's --arch and --pos-encoding {theirs}."
+            )
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        if strict and "_extra_state" not in state_dict:
+            raise ValueError(
+                "this checkpoint was not written by fairseq-posenc's transformer_posenc "
+                "model (it has no position-encoding tag), so it cannot be loaded into "
+                f"--arch {getattr(self.args, 'arch', 'transformer_posenc')}. Load it with "
+                "the architecture it was trained with."
+            )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)

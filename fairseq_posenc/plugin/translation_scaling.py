@@ -1,0 +1,128 @@
+"""``--rope-scaling`` at translation time: the plugin's tasks carry it to the model that
+``fairseq-generate`` (or ``fairseq-interactive``) loads from a checkpoint.
+
+A generation command's flags reach its task (``--task``) and no model: fairseq parses them
+with the task's options, and builds each checkpoint's model through the task,
+``task.build_model(cfg, from_checkpoint=True)``, where ``cfg`` is the model configuration
+the checkpoint saved (for this args-based model, the training command's namespace). So
+``translation_extrapolation`` and ``translation_gnmt`` take the three options and set them
+on that configuration just before the model is built; RoPE's modules read them there
+(:meth:`.rope_scaling.RopeScaling.from_args`). A checkpoint trained without scaling is
+translated with it from the flags alone: no edited checkpoint, no ``--model-overrides``::
+
+    fairseq-generate DATA --user-dir fairseq_posenc --task translation_extrapolation \\
+        --path checkpoint_best.pt --rope-scaling yarn --rope-scaling-factor 4 ...
+
+YaRN needs the training length ``L``: ``--rope-scaling-original-len``, else the
+checkpoint's own record of it, ``--train-max-len`` (``translation_extrapolation``'s limit on
+every training source and target), else an error that names the flag. fairseq keeps no
+record of the longest sentence a model was trained on; the limit is what the project
+records.
+
+Bad input is an error before any work: the flags' values when the task is set up (a
+factor below 1, a factor or a length without ``--rope-scaling``, a length with a scaling
+that reads none), and what needs the checkpoint (an encoding other than ``rope`` and
+``xpos``, YaRN with no training length) when its configuration is read, before its model
+is built. ``fairseq-train`` builds its model without a checkpoint: the scaling there is an
+error too (translation only).
+"""
+
+import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
+# field types at run time
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq.dataclass import ChoiceEnum
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from ..core.encodings import get_encoding
+from ..core.encodings.rope import Rope
+from ..core.rope_scaling import SCALINGS, RopeScaling
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RopeScalingConfig(TranslationConfig):
+    rope_scaling: Optional[ChoiceEnum(list(SCALINGS))] = field(default=None, metadata={
+        "help": "translation only, --pos-encoding rope or xpos: rescale the rotation's "
+                "frequencies for sentences longer than the training ones: linear (position "
+                "interpolation, Chen et al. 2023), ntk (NTK-aware base), yarn (Peng et al. "
+                "2023, with its attention temperature)"})
+    rope_scaling_factor: Optional[float] = field(default=None, metadata={
+        "help": "with --rope-scaling: the scale factor s >= 1, the new length over the "
+                "training length"})
+    rope_scaling_original_len: Optional[int] = field(default=None, metadata={
+        "help": "with --rope-scaling yarn: the training length L in tokens with </s> "
+                "(default: the checkpoint's --train-max-len)"})
+
+
+def requested_scaling(cfg) -> Optional[RopeScaling]:
+    """The scaling the task's options ask for (None: none), checked; YaRN's training
+    length may still be missing (the checkpoint may know it)."""
+    kind = cfg.rope_scaling
+    if kind is None:
+        given = [flag for flag, value in (
+            ("--rope-scaling-factor", cfg.rope_scaling_factor),
+            ("--rope-scaling-original-len", cfg.rope_scaling_original_len))
+            if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} go with --rope-scaling "
+                             f"{{{','.join(SCALINGS)}}}: add it, or drop them")
+        return None
+    if cfg.rope_scaling_factor is None:
+        raise ValueError(f"--rope-scaling {kind} needs --rope-scaling-factor S: the new "
+                         "length over the training length, at least 1")
+    return RopeScaling(str(kind), float(cfg.rope_scaling_factor),
+                       cfg.rope_scaling_original_len)
+
+
+def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> None:
+    """Check ``scaling`` against a checkpoint's model configuration, complete YaRN's
+    training length from it, and set it there for the model to read."""
+    from .models import DEFAULT_ENCODING
+
+    name = getattr(model_cfg, "pos_encoding", None) or DEFAULT_ENCODING
+    if not hasattr(model_cfg, "pos_encoding") or not issubclass(get_encoding(name), Rope):
+        trained = (f"--pos-encoding {name}" if hasattr(model_cfg, "pos_encoding")
+                   else "no --pos-encoding (not a transformer_posenc model)")
+        raise ValueError(f"--rope-scaling rescales a rotation's frequencies: it applies to "
+                         f"checkpoints of --pos-encoding rope or xpos, and this one has "
+                         f"{trained}; drop the --rope-scaling flags")
+    if scaling.kind == "yarn" and scaling.original_len is None:
+        recorded = getattr(model_cfg, "train_max_len", 0) or None
+        if recorded is None:
+            raise ValueError("--rope-scaling yarn needs the training length: give "
+                             "--rope-scaling-original-len N (the longest training source, "
+                             "in tokens with </s>); this checkpoint records none (it was "
+                             "not trained with --task translation_extrapolation "
+                             "--train-max-len)")
+        scaling = dataclasses.replace(scaling, original_len=int(recorded))
+        logger.info("--rope-scaling yarn: training length %d, the checkpoint's "
+                    "--train-max-len", scaling.original_len)
+    model_cfg.rope_scaling = scaling.kind
+    model_cfg.rope_scaling_factor = scaling.factor
+    model_cfg.rope_scaling_original_len = scaling.original_len
+
+
+class RopeScalingTask(TranslationTask):
+    """fairseq's ``translation`` whose models loaded from a checkpoint get
+    ``--rope-scaling``'s frequencies (the base of the plugin's tasks)."""
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        requested_scaling(cfg)  # the flags' values, before the dictionaries are read
+        return super().setup_task(cfg, **kwargs)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        scaling = requested_scaling(self.cfg)
+        if scaling is not None:
+            if not from_checkpoint:
+                raise ValueError("--rope-scaling applies when a trained checkpoint is loaded "
+                                 "to translate (fairseq-generate, fairseq-interactive); a "
+                                 "model trained with it would be translated without it: "
+                                 "drop the --rope-scaling flags from fairseq-train")
+            set_on_model_config(scaling, cfg)
+        return super().build_model(cfg, from_checkpoint)

@@ -1,0 +1,320 @@
+"""``posenc-compare``: every chosen encoding trained on your corpus, translated, scored and
+inspected, with a report that says which differences are real.
+
+    posenc-compare OUT --data DIR -s en -t de --encodings sinusoidal t5 rope \\
+        --size tiny --seeds 3 --max-update 4000 --test test test_long --cpu
+
+Everything that can be checked is checked before any training (the data's files and line
+counts, the encodings and architectures, the baseline, a GPU unless ``--cpu``, tables of
+absolute positions long enough for the training data, a ``--train-max-len`` that leaves
+enough training pairs, the ``--variants`` and the flags they add, a rerun's settings against
+``OUT/settings.json``). ``docs/compare.md`` explains the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..experiment.checkpoints import check_rule
+from ..launch import dispatch, lock, options as launch_options
+from ..launch.options import Launcher
+from . import (budget, convergence, data, extrapolation, jobs, plan, report,
+               settings as settings_mod, summary, variants as variants_mod)
+from .execute import say
+from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="posenc-compare",
+        description="Every chosen position encoding trained on your corpus with the same data, "
+                    "settings and seeds, translated (beam 10), scored with sacreBLEU against "
+                    "the baseline, inspected; a report that says which differences are real.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Rerun the same command to resume; add encodings or raise --seeds to train "
+               "only the new runs; raise --max-update to continue every run from its last "
+               "checkpoint. docs/compare.md explains the report.")
+    p.add_argument("out", type=Path, metavar="OUT",
+                   help="the comparison's directory: settings, data, runs, report")
+    p.add_argument("--data", type=Path, required=True,
+                   help="raw SPLIT.LANG files (train, --valid, --test splits), or a directory "
+                        "prepared by posenc-prepare-corpus or posenc-prepare-wmt")
+    p.add_argument("-s", "--source-lang", required=True, help="source language (file suffix)")
+    p.add_argument("-t", "--target-lang", required=True, help="target language (file suffix)")
+    p.add_argument("--encodings", nargs="+", required=True, metavar="ENC",
+                   help="the --pos-encoding values to compare")
+    p.add_argument("--baseline", metavar="ENC",
+                   help="the encoding the others are tested against (default: the first)")
+    p.add_argument("--size", choices=sorted(SIZES), default="tiny",
+                   help="tiny: transformer_tiny_ENC (2+2 layers, 128 wide), trains on a CPU; "
+                        "base: transformer_wmt_en_de_ENC, the papers' base model (default: "
+                        "tiny). Sets the architecture and the training recipe")
+    p.add_argument("--arch-prefix", metavar="PREFIX",
+                   help="train PREFIX_ENC instead of --size's architecture (the --size recipe "
+                        "still applies)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="train seeds 1..N of every encoding (default 1; 3 or more to tell a "
+                        "difference from training noise)")
+    stop = p.add_mutually_exclusive_group(required=True)
+    stop.add_argument("--max-update", type=int, metavar="U",
+                      help=f"train every run for U updates, validating every "
+                           f"{100 // convergence.VALIDATIONS}%% of them; "
+                           "raise it on a finished comparison to continue its runs")
+    stop.add_argument("--max-epoch", type=int, metavar="E", help="train every run for E epochs")
+    p.add_argument("--train-args", default="", metavar='"ARGS"',
+                   help="more fairseq-train flags, the same for every run, after the --size "
+                        "recipe; write it with '=': --train-args=\"--lr 5e-4 --dropout 0.3\"")
+    p.add_argument("--valid", default="valid", help="validation split (default: valid)")
+    p.add_argument("--test", nargs="+", default=["test"], metavar="SPLIT",
+                   help="test splits, each translated and scored (default: test)")
+    p.add_argument("--cpu", action="store_true", help="train and translate on the CPU")
+    p.add_argument("--checkpoint", default="last", metavar="RULE",
+                   help="the checkpoint every run is evaluated with: last, best (lowest "
+                        "validation loss) or avgN (the average of the last N, saved every "
+                        "1%% of --max-update); default: last")
+    p.add_argument("--bpe-merges", type=int, default=32000, metavar="N",
+                   help="raw data: joint subword-nmt merges (default 32000; fewer for small "
+                        "corpora)")
+    p.add_argument("--clean-max-len", type=int, default=DEFAULT_CLEANING.max_len, metavar="N",
+                   help="raw data: drop training pairs with a side over N Moses tokens "
+                        "(default %(default)s; 0: no limit). Empty sides are always dropped")
+    p.add_argument("--clean-max-ratio", type=float, default=DEFAULT_CLEANING.max_ratio,
+                   metavar="R", help="raw data: drop training pairs whose longer side has "
+                                     "more than R times the tokens of the other (default "
+                                     "%(default)s; 0: no limit)")
+    p.add_argument("--bins", nargs="+", type=int, metavar="EDGE",
+                   help="length bins of the report: upper edges in source Moses tokens, "
+                        "ascending, the last bin open-ended (default: AT5's 20 40 ... 120)")
+    p.add_argument("--train-max-len", type=int, metavar="N",
+                   help="train only on the pairs of at most N tokens per side (subwords and "
+                        "the end of sentence, --task translation_extrapolation), and score "
+                        "every test split in bins of source length relative to N")
+    p.add_argument("--variants", nargs="+", action="extend", default=[],
+                   metavar='"[LABEL=]ENC:FLAGS"',
+                   help="an encoding's checkpoints translated with more fairseq-generate "
+                        "flags, no retraining, a row of its own (LABEL, or ENC+ the flags' "
+                        "values): \"rope:--rope-scaling yarn --rope-scaling-factor 4\" is "
+                        "the row rope+yarn-4")
+    p.add_argument("--batch-tokens", type=int, metavar="N",
+                   help="tokens per update, whatever the GPUs a run is given (default: tiny "
+                        f"{BATCH_TOKENS['tiny']}, base {BATCH_TOKENS['base']}); the update "
+                        "frequency and the tokens per GPU follow from the GPUs")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes for tokenization and BPE (default 2)")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: rebuild the report from the runs that have finished")
+    p.add_argument("--force", action="store_true",
+                   help="start over: delete OUT's runs, data and report when its settings "
+                        "differ from these")
+    launch_options.add(p, slurm_gpus=True)
+    return p
+
+
+def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
+    for name in ("seeds", "max_update", "max_epoch", "bpe_merges", "workers", "batch_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.train_max_len is not None and args.train_max_len < 2:
+        p.error("--train-max-len counts the end of sentence too: give at least 2")
+    try:
+        check_rule(args.checkpoint)
+    except ValueError as e:
+        p.error(f"--checkpoint: {e}")
+    if args.checkpoint.startswith("avg") and not args.max_update:
+        p.error("--checkpoint avgN averages checkpoints saved every 1% of --max-update: "
+                "pass --max-update")
+    try:
+        train_args = tuple(shlex.split(args.train_args))
+    except ValueError as e:
+        p.error(f"--train-args: {e}")
+    for flag in ("--update-freq", "--distributed-world-size"):
+        if settings_mod.last_flag(train_args, flag) is not None:
+            p.error(f"--train-args {flag}: the batch is --batch-tokens per update, and the "
+                    "launcher splits it over each run's GPUs: set --batch-tokens instead")
+    cleaning = settings_mod.Cleaning(
+        min_len=1, max_len=args.clean_max_len or None, max_ratio=args.clean_max_ratio or None,
+        rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (
+            DEFAULT_CLEANING.max_len, DEFAULT_CLEANING.max_ratio) else "--clean-max-len, "
+        "--clean-max-ratio")
+    return Settings(
+        data=str(args.data.resolve()), source_lang=args.source_lang,
+        target_lang=args.target_lang,
+        arch_prefix=args.arch_prefix or SIZES[args.size], recipe=RECIPES[args.size],
+        train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
+        valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
+        bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len,
+        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size])
+
+
+def check_models(settings: Settings, encodings: Sequence[str]) -> None:
+    """Every encoding is known and every architecture registered."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from ... import register
+    from ...core.encodings import ENCODINGS
+
+    register()  # the architectures looked up below
+
+    unknown = [e for e in encodings if e not in ENCODINGS]
+    if unknown:
+        raise SystemExit(f"posenc-compare: unknown encoding {', '.join(unknown)}; choose from "
+                         f"{' '.join(sorted(ENCODINGS))}")
+    missing = [plan.arch(settings, e) for e in encodings
+               if plan.arch(settings, e) not in ARCH_MODEL_REGISTRY]
+    if missing:
+        prefixes = sorted({a.rsplit("_", 1)[0] for a in ARCH_MODEL_REGISTRY
+                           if a.endswith("_sinusoidal")})
+        raise SystemExit(f"posenc-compare: no registered architecture {', '.join(missing)}; "
+                         f"--arch-prefix must be one of {', '.join(prefixes)} (or --size)")
+
+
+def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[str],
+                  train_longest: Optional[int] = None) -> None:
+    """A table of absolute positions must cover every training sentence (``train_longest``
+    tokens when given) and validation sentence (stop, naming the flag); test sources beyond
+    it are left untranslated and counted."""
+    from fairseq.models.transformer import (DEFAULT_MAX_SOURCE_POSITIONS,
+                                            DEFAULT_MAX_TARGET_POSITIONS)
+
+    from ...plugin.build import model_args
+    from ...plugin.extrapolation import length_limits
+
+    need = max(train_longest or data.longest(corpus, "train"), data.longest(corpus, "valid"))
+    flags = settings.fairseq_train_flags()
+    for encoding in encodings:
+        args = model_args(plan.arch(settings, encoding), flags)
+        # what fairseq's TransformerModel.build_model fills in when no flag sets them
+        args.max_source_positions = (getattr(args, "max_source_positions", None)
+                                     or DEFAULT_MAX_SOURCE_POSITIONS)
+        args.max_target_positions = (getattr(args, "max_target_positions", None)
+                                     or DEFAULT_MAX_TARGET_POSITIONS)
+        limits = length_limits(args)
+        for limit, flag in ((limits.source, limits.source_flag),
+                            (limits.target, limits.target_flag)):
+            if need > limit:
+                raise SystemExit(
+                    f"posenc-compare: {encoding} represents {limit} positions ({flag}) but "
+                    f"the longest training or validation sentence has {need} tokens: raise "
+                    f"it with --train-args \"{flag} {need}\", or clean with a smaller "
+                    "--clean-max-len")
+        for test in corpus.tests:
+            over = sum(n > limits.source for n in data.source_lengths(corpus, test.subset))
+            if over:
+                say(f"note: {encoding} represents {limits.source} source positions "
+                    f"({limits.source_flag}): {over} {test.name} sources are longer and stay "
+                    "untranslated (counted in the report)")
+
+
+def start(out: Path, new: Settings, force: bool, report_only: bool = False) -> None:
+    """Stop if ``out`` holds a comparison with other settings (unless ``force``); a larger
+    ``--max-update`` alone continues its runs (:func:`.budget.change`)."""
+    old = settings_mod.read(out / "settings.json")
+    if old is None or old == new:
+        return
+    if not force and budget.change(out, old, new, report_only, say):
+        return
+    if not force:
+        raise SystemExit("posenc-compare: " + str(out) + " holds a comparison with other "
+                         "settings:\n  " + "\n  ".join(settings_mod.differences(old, new))
+                         + "\nrerun with its settings, choose another OUT, or --force to "
+                           "start over (deletes its runs, data and report)")
+    if queued := jobs.queued_jobs(out):
+        raise SystemExit(f"posenc-compare: --force would delete the runs of SLURM jobs still "
+                         f"queued or running ({' '.join(queued)}): scancel them first")
+    say(f"--force: starting over in {out}")
+    for name in ("runs", "data", "report", "slurm"):
+        shutil.rmtree(out / name, ignore_errors=True)
+    for name in ("settings.json", "report.md", "report.json", "params.json"):
+        (out / name).unlink(missing_ok=True)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    encodings = list(dict.fromkeys(args.encodings))
+    baseline = args.baseline or encodings[0]
+    if baseline not in encodings:
+        p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)}")
+    settings = settings_of(args, p)
+    launcher = launch_options.of(args, p, "posenc-compare", gpus_per_run=1, cpu=settings.cpu)
+    try:
+        batch = plan.batch(settings, launcher.gpus_per_run)
+    except ValueError as e:
+        p.error(f"--batch-tokens: {e}")
+    bins = None
+    if args.bins:
+        from ..evaluation import bins_from_edges
+        try:
+            bins = bins_from_edges(args.bins)
+        except ValueError as e:
+            p.error(f"--bins: {e}")
+    try:
+        variants = [variants_mod.parse(spec) for spec in args.variants]
+    except ValueError as e:
+        p.error(str(e))
+    data.check(settings)
+    check_models(settings, encodings)
+    variants_mod.check(variants, encodings, settings)
+    if not settings.cpu and launcher.kind == "local":  # a SLURM job finds its GPUs there
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("posenc-compare: no CUDA GPU here: pass --cpu to train on the CPU")
+        if not args.report_only:
+            dispatch.slots(launcher, "posenc-compare")  # enough GPUs for a run
+    if args.report_only and settings_mod.read(args.out / "settings.json") is None:
+        raise SystemExit(f"posenc-compare: {args.out} has no comparison to report on")
+    with lock.hold(args.out, "posenc-compare"):
+        return compare(args, settings, launcher, batch.to_json(), encodings, baseline, bins,
+                       variants)
+
+
+def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings: list[str],
+            baseline: str, bins, variants: list) -> int:
+    """The comparison, once the command line is checked, with ``OUT`` locked."""
+    start(args.out, settings, args.force, args.report_only)
+    if note := convergence.epochs_note(settings.max_epoch):
+        say(f"note: {note}")
+    corpus = data.corpus(settings, args.out, args.workers, say)
+    limit = (extrapolation.train_limit(corpus, settings.train_max_len)
+             if settings.train_max_len else None)
+    if limit:
+        extrapolation.check_train_limit(limit)
+    check_lengths(settings, corpus, encodings, limit.longest if limit else None)
+    runs = plan.runs(encodings, args.seeds)
+    if args.report_only:
+        for line in jobs.pending_lines(settings, corpus, runs, args.out):
+            say(f"pending: {line}")
+    else:
+        settings_mod.write(args.out / "settings.json", settings,
+                           {**launcher.to_json(), "batch": batch})
+        outcome = jobs.run_all(settings, corpus, runs, args.out, variants, launcher)
+        if outcome.pending:
+            return 0  # the report once the jobs have finished: a rerun collects them
+        variants_mod.translate_all(settings, corpus, runs, variants, args.out)
+    say("report: scoring, significance, pictures")
+    params = plan.parameter_counts(settings, corpus, encodings, args.out / "params.json")
+    from ..evaluation import AT5_BINS
+    built = summary.build(args.out, settings, corpus, encodings, args.seeds, baseline,
+                          bins or AT5_BINS, params, limit=limit, variants=variants)
+    summary.write(args.out / "report.json", built)
+    runs_done = [r for r in runs if r.seed == 1]
+    inspect = {r.encoding: r.inspect_dir(args.out) / "index.html" for r in runs_done
+               if (r.inspect_dir(args.out) / "index.html").exists()}
+    written = report.write(built, args.out, inspect)
+    for path in [*written, args.out / "report.json"]:
+        say(f"report: {path}")
+    if not args.report_only and outcome.failed:
+        raise SystemExit("posenc-compare: the report leaves out the runs that failed: "
+                         + ", ".join(t.label for t in outcome.failed)
+                         + " (their logs' ends above); rerun to run them again")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The runs of a comparison, where each keeps its files, and what each trains with.
+
+A run is one encoding and one seed. Runs are ordered seed by seed (every encoding's first
+seed, then every encoding's second, ...), so an interrupted comparison has results for
+every encoding as early as it can. Every run's ``fairseq-train`` gets the same flags
+(:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding and the
+seed differ, and seed ``k`` is the same for every encoding. Under ``--max-update`` every
+run validates often enough for the report to say whether it was still improving
+(:func:`.convergence.validation_flags`). The batch is ``--batch-tokens`` per update, split
+over the GPUs the launcher gives a run (:func:`batch`), so that it is the same on any.
+
+``OUT/runs/ENCODING/seedK/``: ``checkpoints/`` (fairseq's save directory), ``train.log``
+(and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
+finished, ``tests/SPLIT/`` (fairseq-generate's output and log, the detokenized
+hypotheses, ``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures);
+``budgetU/`` keeps those of an earlier ``--max-update U`` (:mod:`.budget`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..experiment import trainlog
+from ..experiment.checkpoints import interval_flags
+from ..experiment.fairseq_run import USER_DIR
+from ..launch.batch import Split, split
+from .convergence import validation_flags
+from .data import Corpus
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class Run:
+    encoding: str
+    seed: int
+
+    def dir(self, out: Path) -> Path:
+        return out / "runs" / self.encoding / f"seed{self.seed}"
+
+    def save_dir(self, out: Path) -> Path:
+        return self.dir(out) / "checkpoints"
+
+    def train_log(self, out: Path) -> Path:
+        return self.dir(out) / "train.log"
+
+    def train_logs(self, out: Path) -> list[Path]:
+        """Every part of the training log, oldest first."""
+        return trainlog.parts(self.train_log(out))
+
+    def trained(self, out: Path) -> Path:
+        return self.dir(out) / "trained.json"
+
+    def test_dir(self, out: Path, split: str) -> Path:
+        return self.dir(out) / "tests" / split
+
+    def result(self, out: Path, split: str) -> Path:
+        return self.test_dir(out, split) / "result.json"
+
+    def inspect_dir(self, out: Path) -> Path:
+        return self.dir(out) / "inspect"
+
+    @property
+    def label(self) -> str:
+        return f"{self.encoding} seed {self.seed}"
+
+
+def runs(encodings: Sequence[str], seeds: int) -> list[Run]:
+    return [Run(encoding, seed) for seed in range(1, seeds + 1) for encoding in encodings]
+
+
+def arch(settings: Settings, encoding: str) -> str:
+    return f"{settings.arch_prefix}_{encoding}"
+
+
+def batch(settings: Settings, gpus: int) -> Split:
+    """The comparison's tokens per update on ``gpus`` GPUs per run (0: the CPU).
+    :class:`ValueError` when they do not divide evenly."""
+    return split(settings.batch_tokens, settings.max_tokens(), 0 if settings.cpu else gpus)
+
+
+def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
+               batch_split: Optional[Split] = None) -> list[str]:
+    """``fairseq-train``'s arguments for ``run`` (the program name excluded), its batch
+    split as ``batch_split`` says (default: over one GPU, or the CPU)."""
+    batch_split = batch_split or batch(settings, 1)
+    return [
+        str(corpus.bin), "--user-dir", str(USER_DIR),
+        *(("--task", "translation_extrapolation", "--train-max-len", str(settings.train_max_len))
+          if settings.train_max_len else ("--task", "translation")),
+        "--source-lang", corpus.source_lang, "--target-lang", corpus.target_lang,
+        "--arch", arch(settings, run.encoding), "--seed", str(run.seed),
+        "--save-dir", str(run.save_dir(out)), "--no-epoch-checkpoints",
+        "--log-format", "simple", "--log-interval", "50",
+        *validation_flags(settings.max_update),
+        *interval_flags(settings.checkpoint, settings.max_update or 0),
+        *settings.fairseq_train_flags(),
+        *batch_split.flags(),
+    ]
+
+
+def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str],
+                     cache: Path) -> dict[str, int]:
+    """Each encoding's parameters, counted as ``posenc-params`` counts them: the model that
+    ``fairseq-train`` builds from the comparison's flags over the data's joined dictionary.
+    Kept in ``cache`` (building a model per encoding takes a moment)."""
+    import json
+
+    from fairseq.data import Dictionary
+
+    from ..params import count
+    from ...plugin.build import model_args
+
+    flags = settings.fairseq_train_flags()
+    vocab = len(Dictionary.load(str(corpus.bin / f"dict.{corpus.source_lang}.txt")))
+    key = {"flags": flags, "arch_prefix": settings.arch_prefix, "vocab": vocab}
+    cached = json.loads(cache.read_text()) if cache.exists() else {}
+    counts = cached.get("counts", {}) if cached.get("key") == key else {}
+    for encoding in encodings:
+        if encoding not in counts:
+            counts[encoding] = count(model_args(arch(settings, encoding), flags), vocab)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"key": key, "counts": counts}, indent=1) + "\n")
+    return counts

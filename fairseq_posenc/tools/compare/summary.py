@@ -1,0 +1,206 @@
+"""``report.json``: every run's results, and per test split and encoding their summary.
+
+Read from what the runs left on disk (:mod:`.execute`), so a report can be rebuilt at any
+time from whatever has finished. Per split and encoding:
+
+* BLEU and chrF as mean and sample standard deviation over the seeds that have finished
+  (``n``);
+* the paired-bootstrap p-values of BLEU and chrF against the baseline, seed ``k`` against
+  seed ``k``, the largest over the seeds (sacreBLEU's own test,
+  :mod:`fairseq_posenc.tools.evaluation.significance`); significant only where every seed pair is;
+* BLEU and chrF by source length in the chosen bins (AT5's by default), the mean over seeds
+  per bin, and over the sources longer than every training source in the model's
+  (subword) tokens: the positions and distances no training sentence showed the model;
+* the parameters the encoding adds over the baseline (``posenc-params``' count of the
+  trained architecture, every run's flags included) and its training time per word over
+  the baseline's (words per second from fairseq's log, median per run, mean over seeds;
+  runs on the same machine, one after the other, so the ratio carries that machine's noise);
+* whether a run of the encoding or of the baseline was still improving when its training
+  stopped (:mod:`.convergence`; each run's verdict and its budgets are in its record).
+* with ``--train-max-len``, BLEU and chrF in bins of source length relative to it
+  (:mod:`.extrapolation`).
+
+An inference-time variant (:mod:`.variants`) is a row of its own, after the encodings'.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Sequence
+
+from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, chrf_bootstrap,
+                          score)
+from ..experiment.trainlog import validation_losses
+from ..textprep.files import read_lines, write_text_atomic
+from . import budget, convergence, extrapolation
+from .data import Corpus, TestSplit, source_lengths
+from .execute import METRIC
+from .plan import Run, arch, runs as plan_runs
+from ..experiment.translate import BEAM, LENPEN
+from .settings import Settings
+
+if TYPE_CHECKING:
+    from .variants import Variant
+
+
+def _json(path: Path) -> Optional[dict]:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[Optional[float], Optional[float]]:
+    if not values:
+        return None, None
+    sd = statistics.stdev(values) if len(values) > 1 else None
+    return round(statistics.mean(values), 2), None if sd is None else round(sd, 2)
+
+
+def run_records(out: Path, settings: Settings, runs: Sequence[Run]) -> list[dict[str, Any]]:
+    records = []
+    for run in runs:
+        trained = _json(run.trained(out))
+        tests = {}
+        for split in settings.tests:
+            result = _json(run.result(out, split))
+            if result:
+                tests[split] = {k: result[k] for k in ("bleu", "chrf", "sentences",
+                                                       "untranslated", "hypotheses")}
+        records.append({
+            "encoding": run.encoding, "seed": run.seed,
+            "checkpoint": trained["checkpoint"] if trained else None,
+            "tests": tests,
+            "words_per_second": trained["words_per_second"] if trained else None,
+            "finished": bool(trained) and len(tests) == len(settings.tests),
+            "validation": [list(v) for log in run.train_logs(out)
+                           for v in validation_losses(log)],
+            **budget.history(run.dir(out), settings.max_update, bool(trained)),
+        })
+    convergence.annotate(records)
+    return records
+
+
+def _hypotheses(result: dict) -> list[str]:
+    return read_lines(Path(result["hypotheses"]))
+
+
+def significance(results: dict[int, dict], baseline: dict[int, dict], refs: list[str],
+                 lang: str) -> dict[str, Any]:
+    """Seed against seed; the largest p, significant where every pair is."""
+    seeds = sorted(set(results) & set(baseline))
+    if not seeds:
+        return {"p_value": None, "chrf_p_value": None, "significant": None,
+                "chrf_significant": None, "pairs": 0}
+    bleu_tests, chrf_tests = [], []
+    for seed in seeds:
+        base, mine = _hypotheses(baseline[seed]), _hypotheses(results[seed])
+        bleu_tests.append(bleu_bootstrap(base, mine, refs, METRIC, lang))
+        chrf_tests.append(chrf_bootstrap(base, mine, refs, METRIC))
+    return {"p_value": max(t.p_value for t in bleu_tests),
+            "chrf_p_value": max(t.p_value for t in chrf_tests),
+            "significant": all(t.significant for t in bleu_tests),
+            "chrf_significant": all(t.significant for t in chrf_tests), "pairs": len(seeds)}
+
+
+def buckets(results: dict[int, dict], test: TestSplit, corpus: Corpus, bins: Bins,
+            beyond: list[int]) -> list[dict[str, Any]]:
+    """Mean over seeds of each length bin's BLEU and chrF, then the sources beyond every
+    training source's length (the row ``beyond``)."""
+    sources, refs = read_lines(test.source), read_lines(test.reference)
+    per_seed = []
+    for result in results.values():
+        hyps = _hypotheses(result)
+        untranslated = set(result["untranslated"])
+        rows = [dict(label=b.label, sentences=b.sentences, untranslated=b.untranslated,
+                     bleu=b.bleu, chrf=b.chrf)
+                for b in by_length(sources, hyps, refs, METRIC, corpus.source_lang,
+                                   corpus.target_lang,
+                                   untranslated=[i in untranslated for i in range(len(refs))],
+                                   bins=bins)]
+        if beyond:
+            kept = [i for i in beyond if i not in untranslated]
+            scored = score([hyps[i] for i in kept], [refs[i] for i in kept], METRIC,
+                           corpus.target_lang) if kept else None
+            rows.append(dict(label="beyond training", sentences=len(beyond),
+                             untranslated=len(beyond) - len(kept),
+                             bleu=round(scored.bleu, 2) if scored else None,
+                             chrf=round(scored.chrf, 2) if scored else None))
+        per_seed.append(rows)
+    if not per_seed:
+        return []
+    merged = []
+    for rows in zip(*per_seed):
+        merged.append({**rows[0], **{m: _mean_sd([r[m] for r in rows if r[m] is not None])[0]
+                                     for m in ("bleu", "chrf")}})
+    return merged
+
+
+def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str],
+          seeds: int, baseline: str, bins: Bins, params: dict[str, int], *,
+          limit: Optional[extrapolation.TrainLimit] = None,
+          variants: Sequence["Variant"] = ()) -> dict[str, Any]:
+    """The whole ``report.json`` (see the module docstring); ``limit``: ``--train-max-len``'s
+    (:mod:`.extrapolation`), ``variants``: rows of their own after the encodings'."""
+    runs = plan_runs(encodings, seeds)
+    records = run_records(out, settings, runs)
+    train_max = limit.longest_source if limit else max(source_lengths(corpus, "train"))
+    speed = {}
+    for encoding in encodings:
+        values = [r["words_per_second"] for r in records
+                  if r["encoding"] == encoding and r["words_per_second"]]
+        speed[encoding] = statistics.mean(values) if values else None
+    summary, scored = [], {}
+    rows = [(e, e, None) for e in encodings] + [(v.name, v.encoding, v) for v in variants]
+    for test in corpus.tests:
+        lengths = source_lengths(corpus, test.subset)
+        beyond = [i for i, n in enumerate(lengths) if n > train_max]
+        refs = read_lines(test.reference)
+        done = {e: {r.seed: _json(r.result(out, test.name)) for r in runs
+                    if r.encoding == e and r.result(out, test.name).exists()}
+                for e in encodings}
+        for v in variants:
+            found = {r.seed: v.result(r, out, test.name) for r in runs
+                     if r.encoding == v.encoding}
+            done[v.name] = {seed: result for seed, result in found.items() if result}
+        for name, encoding, variant in rows:
+            results = scored[(test.name, name)] = done[name]
+            bleu = _mean_sd([r["bleu"] for r in results.values()])
+            chrf = _mean_sd([r["chrf"] for r in results.values()])
+            versus = ({"p_value": None, "chrf_p_value": None, "significant": None,
+                       "chrf_significant": None, "pairs": 0} if name == baseline else
+                      significance(results, done[baseline], refs, corpus.target_lang))
+            summary.append({
+                "split": test.name, "encoding": name, "n": len(results),
+                "bleu_mean": bleu[0], "bleu_sd": bleu[1], "chrf_mean": chrf[0],
+                "chrf_sd": chrf[1], **versus,
+                "params_added": params[encoding] - params[baseline],
+                "speed_ratio": (round(speed[baseline] / speed[encoding], 3)
+                                if speed.get(encoding) and speed.get(baseline) else None),
+                "words_per_second": speed[encoding],
+                "buckets": buckets(results, test, corpus, bins, beyond),
+                "beyond_training": len(beyond), "sentences": test.sentences,
+                **convergence.row_flag(records, [encoding, baseline]),
+                **({"variant": variant.to_json()} if variant else {})})
+    any_result = next((_json(r.result(out, t.name)) for t in corpus.tests for r in runs
+                       if r.result(out, t.name).exists()), None)
+    report = {
+        "settings": settings.to_json(), "encodings": list(encodings), "seeds": seeds,
+        "signatures": ({k: any_result[f"{k}_signature"] for k in ("bleu", "chrf")}
+                       if any_result else None),
+        "baseline": baseline, "metric": f"sacreBLEU {METRIC} BLEU (13a) and chrF2",
+        "decoding": f"beam {BEAM}, length penalty {LENPEN} (fairseq's L^{LENPEN})",
+        "checkpoint_rule": settings.checkpoint,
+        "architectures": {e: arch(settings, e) for e in encodings},
+        "significance": {"test": "sacreBLEU paired bootstrap", "resamples": N_RESAMPLES,
+                         "alpha": ALPHA},
+        "train_max_source_tokens": train_max,
+        "cleaning": corpus.prepared.get("cleaning"), "pairs": corpus.prepared.get("pairs"),
+        "bins": [[lo, None if hi == float("inf") else hi] for lo, hi in bins],
+        "variants": [v.to_json() for v in variants], "runs": records, "summary": summary,
+    }
+    extrapolation.add_entries(report, corpus, limit, scored)
+    return report
+
+
+def write(path: Path, report: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(report, indent=1) + "\n")

@@ -1,0 +1,193 @@
+"""Inference-time variants: one encoding's checkpoints translated with more
+``fairseq-generate`` flags, without retraining, each a row of the report of its own.
+
+    --variants "rope:--rope-scaling yarn --rope-scaling-factor 4"
+    --variants "yarn4=rope:--rope-scaling yarn --rope-scaling-factor 4"
+
+A variant is ``[LABEL=]ENCODING:FLAGS``. Its row is named ``LABEL``, or without one
+``ENCODING+`` and the flags' values joined by ``-`` (``rope+yarn-4`` above). Every seed's
+checkpoint of the encoding translates every test split with the flags added to the
+comparison's decoding, through the plugin's task ``translation_extrapolation`` (which
+carries ``--rope-scaling`` to the model, :mod:`fairseq_posenc.plugin.translation_scaling`), into
+``OUT/runs/ENCODING/seedK/tests/SPLIT@NAME/``; ``result.json`` records the flags, and a
+translation whose flags have changed is made again. A variant changes only translation and
+the report: adding one to a rerun translates only it.
+
+:func:`check` refuses, before any training: a malformed or duplicate variant, one of an
+encoding not compared, flags that ``fairseq-generate`` does not take or that
+``posenc-compare`` sets itself, training flags of an encoding (another encoding's get
+:func:`fairseq_posenc.plugin.models.check_foreign_flags`' message), and a ``--rope-scaling`` the
+encoding's checkpoints would refuse (:mod:`fairseq_posenc.plugin.translation_scaling`'s own checks:
+an encoding without a rotation, YaRN without a training length).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import logging
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .data import Corpus
+from .execute import evaluate, say
+from .plan import Run, arch
+from .settings import Settings
+
+#: The task variants translate with.
+TASK = "translation_extrapolation"
+
+#: Flags that posenc-compare gives every translation itself.
+RESERVED = ("--path", "--gen-subset", "--task", "--results-path", "--source-lang", "-s",
+            "--target-lang", "-t", "--user-dir", "--cpu")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str  # the report's row
+    encoding: str
+    flags: tuple[str, ...]
+
+    def test_dir(self, split: str) -> str:
+        """The directory under a run's ``tests/``."""
+        return f"{split}@{self.name}"
+
+    def result(self, run: Run, out: Path, split: str) -> Optional[dict[str, Any]]:
+        """The run's ``result.json`` of ``split`` with these flags (None: not yet)."""
+        path = run.result(out, self.test_dir(split))
+        if not path.exists():
+            return None
+        result = json.loads(path.read_text())
+        return result if tuple(result.get("flags", ())) == self.flags else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "encoding": self.encoding, "flags": list(self.flags)}
+
+
+def parse(spec: str) -> Variant:
+    """``[LABEL=]ENCODING:FLAGS`` (see the module docstring); ValueError saying what is
+    wrong."""
+    head, colon, flags_text = spec.partition(":")
+    label, _, encoding = head.rpartition("=")
+    try:
+        flags = tuple(shlex.split(flags_text))
+    except ValueError as e:
+        raise ValueError(f"--variants {spec!r}: {e}") from None
+    if not colon or not encoding or not flags:
+        raise ValueError(f"--variants {spec!r} is not [LABEL=]ENCODING:FLAGS, e.g. "
+                         "\"rope:--rope-scaling yarn --rope-scaling-factor 4\"")
+    name = label or f"{encoding}+" + "-".join(
+        [f for f in flags if not f.startswith("-")] or [f.lstrip("-") for f in flags])
+    if not _NAME.match(name):
+        raise ValueError(f"--variants {spec!r}: the row name {name!r} may hold only letters, "
+                         "digits and _ . + -: name it, LABEL=ENCODING:FLAGS")
+    return Variant(name, encoding, flags)
+
+
+def _generation_args(flags: Sequence[str]):
+    """fairseq-generate's parse of ``flags`` with the variants' task; ValueError with
+    argparse's message."""
+    from fairseq import options
+
+    from ... import register
+
+    register()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return options.parse_args_and_arch(options.get_generation_parser(), [
+                "/nonexistent", "--task", TASK, "--path", "/nonexistent.pt", *flags])
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        raise ValueError(message[-1].split("error: ", 1)[-1] if message
+                         else "fairseq-generate refuses them") from None
+
+
+def _check_flags(variant: Variant, settings: Settings) -> None:
+    """ValueError where the encoding's checkpoints would refuse ``variant``'s flags."""
+    from ...plugin.build import model_args
+    from ...core.encodings import ENCODINGS
+    from ...plugin.models import check_foreign_flags
+    from ...plugin.translation_scaling import requested_scaling, set_on_model_config
+
+    reserved = [f for f in variant.flags if f.split("=")[0] in RESERVED]
+    if reserved:
+        raise ValueError(f"{', '.join(reserved)}: posenc-compare sets it for every "
+                         "translation; a variant adds other flags")
+    model_flags = {flag.option for e in ENCODINGS.values() for flag in e.flags}
+    given = [f for f in variant.flags if f.split("=")[0] in model_flags]
+    model = model_args(arch(settings, variant.encoding), settings.fairseq_train_flags())
+    if given:
+        trained = model_args(arch(settings, variant.encoding),
+                             [*settings.fairseq_train_flags(), *variant.flags])
+        check_foreign_flags(trained, ENCODINGS[variant.encoding])
+        raise ValueError(f"{', '.join(given)}: a training flag of --pos-encoding "
+                         f"{variant.encoding}, fixed in its checkpoints; to compare it, add "
+                         "a comparison with it in --train-args")
+    generation = _generation_args(variant.flags)
+    scaling = requested_scaling(generation)
+    if scaling is not None:
+        if scaling.kind == "yarn" and scaling.original_len is None and not settings.train_max_len:
+            raise ValueError("--rope-scaling yarn needs the training length: add "
+                             "--rope-scaling-original-len N to the variant, or train with "
+                             "posenc-compare --train-max-len N (the checkpoints record it)")
+        model = copy.copy(model)
+        model.train_max_len = settings.train_max_len or 0  # what the checkpoints record
+        quiet = logging.getLogger(set_on_model_config.__module__)  # its note on YaRN's length
+        level = quiet.level
+        quiet.setLevel(logging.WARNING)
+        try:
+            set_on_model_config(scaling, model)
+        finally:
+            quiet.setLevel(level)
+
+
+def check(variants: Sequence[Variant], encodings: Sequence[str], settings: Settings) -> None:
+    """Stop (SystemExit, naming the variant and what to do) on bad variants; see the module
+    docstring."""
+    names: set[str] = set()
+    for variant in variants:
+        where = f"posenc-compare: --variants {variant.name}"
+        if variant.name in names or variant.name in encodings:
+            raise SystemExit(f"{where}: the name is taken (an encoding or another variant): "
+                             "name it, LABEL=ENCODING:FLAGS")
+        names.add(variant.name)
+        if variant.encoding not in encodings:
+            raise SystemExit(f"{where}: {variant.encoding} is not among --encodings "
+                             f"{' '.join(encodings)}: add it, or drop the variant")
+    for variant in variants:
+        try:
+            _check_flags(variant, settings)
+        except ValueError as e:
+            raise SystemExit(f"posenc-compare: --variants {variant.name}: "
+                             f"{variant.encoding}'s checkpoints refuse "
+                             f"{' '.join(variant.flags)}: {e}") from None
+
+
+def translate_all(settings: Settings, corpus: Corpus, runs: Sequence[Run],
+                  variants: Sequence[Variant], out: Path) -> None:
+    """Every variant's translation of every test split by every trained run of its
+    encoding that it lacks (resumable, as :mod:`.execute`)."""
+    for variant in variants:
+        for run in runs:
+            if run.encoding != variant.encoding or not run.trained(out).exists():
+                continue
+            checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
+            for test in corpus.tests:
+                if variant.result(run, out, test.name) is not None:
+                    continue
+                stale = run.result(out, variant.test_dir(test.name))
+                if stale.exists():
+                    say(f"{variant.name} seed {run.seed}: {test.name}: other flags before, "
+                        "translating again")
+                    stale.unlink()
+                evaluate(corpus, run, test, checkpoint, out, settings.cpu,
+                         lambda what, run=run: say(f"{variant.name} seed {run.seed}: {what}"),
+                         name=variant.test_dir(test.name), task=TASK, flags=variant.flags)

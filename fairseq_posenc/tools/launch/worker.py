@@ -1,0 +1,28 @@
+"""``python -m fairseq_posenc.tools.launch.worker TASK.pkl``: one task of the local launcher, in a
+process of its own. The parent (:mod:`.local`) gave it its environment (the GPUs it sees,
+its CPU threads) and its log (stdout and stderr); a failure prints why and exits 1."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import traceback
+from pathlib import Path
+
+
+def main(path: str) -> int:
+    task = pickle.loads(Path(path).read_bytes())
+    try:
+        task.call(*task.args)
+    except SystemExit as e:  # the tools' own errors say what to do
+        if e.code not in (None, 0):
+            print(e.code, file=sys.stderr, flush=True)
+            return 1
+    except BaseException:  # noqa: BLE001  (anything else: its traceback, for the log)
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,63 @@
+"""Parameter count of an architecture, and what its position encoding adds over
+``sinusoidal`` at the same size (the "Parameters, +Delta" columns of DIET's Table 6).
+
+    posenc-params --arch transformer_wmt_en_de_diet_rel [--vocab 32000] [MODEL FLAGS...]
+    python scripts/param_count.py --arch ...     # the same
+
+Builds the model from fairseq's own argument parsing (any model flag applies, e.g.
+``--diet-abs-sharing none`` or ``--max-source-positions 256``) with a joined dictionary of
+``--vocab`` types, counting shared parameters once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from typing import Optional, Sequence
+
+# fairseq_posenc.plugin.build (fairseq, torch) is imported when a model is built, not for --help
+
+
+def count(args: argparse.Namespace, vocab: int) -> int:
+    """Parameters of the model ``args`` describe; ``parameters()`` yields shared ones once."""
+    from fairseq_posenc.plugin.build import build_from_args, toy_dictionary
+
+    model = build_from_args(args, toy_dictionary(vocab))
+    return sum(p.numel() for p in model.parameters())
+
+
+def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
+    """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
+    from fairseq_posenc.plugin.build import model_args
+
+    from fairseq_posenc.core.encodings import ENCODINGS
+
+    args = model_args(arch, flags)
+    baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
+    baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
+    for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
+        for flag in encoding.flags:
+            setattr(baseline, flag.dest, flag.default)
+    return count(args, vocab), count(baseline, vocab)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Parameter count of an architecture, and what its position encoding adds "
+                    "over sinusoidal at the same size (the \"Parameters, +Delta\" columns of "
+                    "DIET's Table 6).",
+        epilog="Every other option is a fairseq-train model flag (e.g. --diet-abs-sharing "
+               "none, --max-source-positions 256) and applies to the model counted.")
+    parser.add_argument("--arch", required=True,
+                        help="a registered architecture, e.g. transformer_wmt_en_de_diet_rel")
+    parser.add_argument("--vocab", type=int, default=32000, help="joined dictionary size")
+    known, flags = parser.parse_known_args(argv)
+    total, base = counts(known.arch, flags, known.vocab)
+    delta = total - base
+    print(f"{known.arch}\tparameters {total:,}\t+{delta:,} ({100 * delta / base:+.2f}%) "
+          f"over sinusoidal ({base:,}), vocabulary {known.vocab:,}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,0 @@
-"""``python -m fairseq_posenc.wmt``: the WMT preparation's command line (:mod:`.cli`)."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main(prog="python -m fairseq_posenc.wmt"))

@@ -1,0 +1,1 @@
+"""Tests of the torch core (fairseq_posenc/core/, fairseq_posenc/nn.py)."""

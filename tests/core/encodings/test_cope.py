@@ -1,0 +1,147 @@
+"""CoPE (Golovneva et al. 2024, sec. 3) against a naive float64 loop written from the
+paper's equations: gates ``g_it = sigmoid(q_i.k_t)``, positions ``p_ij = sum_{t=j..i}
+g_it`` clamped to ``p_max``, embeddings interpolated between ``e[floor p]`` and ``e[ceil
+p]`` (the embeddings, where the module interpolates the logits), logits ``q_i.(k_j +
+e[p_ij])``, all scaled by ``1/sqrt(d_h)`` as the authors' code; the encoder form (counts
+in both directions, negative after the query), padding, decoding steps and their cost,
+gradients and flags."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fairseq_posenc.core.context import PositionContext
+from fairseq_posenc.core.encodings.cope import CoPE
+from tests.support.gradients import gradcheck_with_parameters
+from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.naive import TOL, fairseq_padding, heads, naive_attention, run, run_steps
+
+T, B = 8, 2
+
+
+def cope_attention(causal: bool, npos=None):
+    return build_attention("cope", causal=causal, cope_npos=npos)
+
+
+def naive_cope(attn, x, causal):
+    """``logit_term(b, h, i, j, q_i)``: ``q_i.e[p_ij] / sqrt(d_h)``, scalar by scalar."""
+    enc = attn.encoding
+    q, k, _ = heads(attn, x)
+    D = attn.head_dim
+    p_max = enc.npos - 1
+    p_min = 0 if causal else -p_max
+
+    def gate(b, h, i, t):
+        return 1 / (1 + math.exp(-float(q[i, b, h] @ k[t, b, h]) / math.sqrt(D)))
+
+    def embedding(p):  # column p of the table (the encoder's starts at -p_max)
+        return enc.pos_emb[:, p - p_min]
+
+    def term(b, h, i, j, q_i):
+        if j <= i:
+            p = sum(gate(b, h, i, t) for t in range(j, i + 1))
+        else:  # the encoder form: counted from the query to the key, negative
+            p = -sum(gate(b, h, i, t) for t in range(i, j + 1))
+        p = min(max(p, p_min), p_max)
+        lo, hi = math.floor(p), math.ceil(p)
+        e = (p - lo) * embedding(hi) + (1 - p + lo) * embedding(lo)
+        return float(q_i @ e) / math.sqrt(D)
+
+    return term
+
+
+@pytest.mark.parametrize("npos", [None, 3])  # 3: p_max = 2, most positions clamped
+@pytest.mark.parametrize("causal", [False, True])
+def test_cope_attention_against_naive_loop(causal, npos):
+    """Row 1 is padded on one side (left in the encoder, right in the decoder, as fairseq
+    batches them): its real tokens attend as in the sentence alone."""
+    attn = cope_attention(causal, npos)
+    x = torch.randn(T, B, 8, dtype=torch.float64)
+    padding = fairseq_padding(B, T, causal)
+    want = naive_attention(attn, x, causal, naive_cope(attn, x, causal), key_padding=padding)
+    with torch.no_grad():
+        got = run(attn, x, causal, padding)
+    real = ~padding.t()
+    assert (got[real] - want[real]).abs().max() < TOL
+
+
+def test_a_padded_source_attends_as_the_sentence_alone():
+    attn = cope_attention(causal=False)
+    x = torch.randn(T, 1, 8, dtype=torch.float64)
+    padded = torch.cat([torch.randn(3, 1, 8, dtype=torch.float64), x])
+    padding = torch.zeros(1, T + 3, dtype=torch.bool)
+    padding[0, :3] = True
+    with torch.no_grad(), attn.scope.open():
+        alone, _ = attn(x, x, x, need_weights=False)
+        batch, _ = attn(padded, padded, padded, key_padding_mask=padding, need_weights=False)
+    assert (batch[3:] - alone).abs().max() < TOL
+
+
+def test_encoder_keys_after_the_query_have_negative_positions():
+    """The encoder's table covers -p_max..p_max; for all gates at 1/2 the positions are
+    half the distance, counted from the query, with the sign of i - j."""
+    enc = cope_attention(causal=False, npos=6).encoding
+    assert enc.pos_emb.shape == (4, 11)
+    q = torch.zeros(1, 1, 5, 4, dtype=torch.float64)  # q.k = 0: every gate 1/2
+    with torch.no_grad():
+        enc.pos_emb.copy_(torch.arange(-5.0, 6.0).expand(4, -1))  # e[p] = (p, p, p, p)
+        ones = torch.ones_like(q)
+        got = enc.content_logits(ones / 4, q, 0, PositionContext())[0, 0]
+    i, j = torch.arange(5)[:, None], torch.arange(5)[None, :]
+    expected = ((i - j).abs() + 1) / 2 * torch.where(j <= i, 1.0, -1.0)  # p_ij
+    assert torch.allclose(got, expected.double(), atol=1e-12)  # q.e[p] = p for q = 1/4
+
+
+def test_decoding_steps_equal_the_full_forward_and_read_only_their_positions(monkeypatch):
+    """Each step is row t of the naive causal reference; it reads z for the t + 2 integer
+    positions its row can reach (0..t + 1), not the whole table: O(t) per step."""
+    attn = cope_attention(causal=True)
+    enc = attn.encoding
+    x = torch.randn(T, B, 8, dtype=torch.float64)
+    want = naive_attention(attn, x, True, naive_cope(attn, x, True))
+    widths = []
+    position_logits = CoPE.position_logits
+
+    def counted(self, q, lo, hi):
+        widths.append(hi - lo + 1)
+        return position_logits(self, q, lo, hi)
+
+    monkeypatch.setattr(CoPE, "position_logits", counted)
+    assert (run_steps(attn, x) - want).abs().max() < TOL
+    assert widths == [t + 2 for t in range(T)]
+    assert enc.pos_emb.size(-1) > T + 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_match_finite_differences(causal):
+    """Through the gates, the sums, the interpolation weights (the floor and ceiling carry
+    none, as in the paper's piecewise-linear interpolation) and the table."""
+    enc = cope_attention(causal, npos=4).encoding
+    q = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 2, 5, 4, dtype=torch.float64, requires_grad=True)
+    assert gradcheck_with_parameters(
+        enc, lambda q, k: enc.content_logits(q, k, 0, PositionContext()), (q, k))
+
+
+@pytest.mark.parametrize("flags,per_stack", [([], 2), (["--cope-shared"], 1)])
+def test_one_table_per_layer_or_per_stack(flags, per_stack):
+    model, _ = build_model("cope", flags)
+    for stack, columns in ((model.encoder, 2 * 1024 + 1), (model.decoder, 1025)):
+        assert len(stack.pos_encodings) == per_stack
+        assert stack.pos_encodings[0].pos_emb.shape == (8, columns)  # d_h = 32 / 4
+
+
+def test_defaults_are_the_authors():
+    """A zero table of d_h x (max positions + 1) per layer, shared by the heads."""
+    enc = CoPE.build(encoding_args(), num_heads=8, head_dim=64, causal=True,
+                     max_positions=1024)
+    assert enc.pos_emb.shape == (64, 1025) and not enc.pos_emb.any()
+
+
+def test_bad_npos_is_an_error_that_names_the_flag():
+    with pytest.raises(ValueError) as error:
+        build_model("cope", ["--cope-npos", "1"])
+    assert str(error.value).startswith("--cope-npos must be at least 2, got 1.")
