@@ -17,7 +17,8 @@ _registered = False
 
 def register() -> None:
     """Register the model, its architectures, the tasks and the checkpoint globals with
-    fairseq and torch (importing both). Idempotent."""
+    fairseq and torch (importing both), and pin a resumed training's batches to the
+    uninterrupted run's (:mod:`.resume`). Idempotent."""
     global _registered
     if _registered:
         return
@@ -25,6 +26,9 @@ def register() -> None:
     from .checkpoint import register_safe_globals
 
     register_safe_globals()
+    from .resume import pin_batch_order
+
+    pin_batch_order()  # a resumed training continues with the uninterrupted run's batches
     from . import models  # noqa: F401  (registers the model)
     from . import architectures  # noqa: F401  (then its architectures)
     from . import generation  # noqa: F401  (the translation_gnmt task)

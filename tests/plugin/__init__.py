@@ -1,0 +1,1 @@
+"""Tests of the fairseq plugin (fairseq_posenc/plugin/)."""
