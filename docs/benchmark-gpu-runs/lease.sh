@@ -22,7 +22,9 @@
 #      translation of those four; first, the GPU suite (tests/core/kernels/test_gpu.py)
 #   5  the GPU suite again (the planner's rules for fixed tables and causal ALiBi changed
 #      after part 4); alibi's and sandwich's training steps as "auto" plans them now, at
-#      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16
+#      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16; four
+#      tiny posenc-compare runs on the GPU at once against one after another
+#      (parallel_runs.sh: --parallel 4 / 1)
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -67,6 +69,7 @@ if [ -d .whl ] && [ "${LEASE_DRY:-0}" != 1 ]; then
     --target /tmp/site .whl/*.whl || exit 1
 fi
 export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PATH="/tmp/site/bin:$PATH"  # fairseq-train, as posenc-compare runs it
 # cudnn-frontend loads the libcudnn that torch's CUDA build brings
 cudnn_lib=$(python3 -c "import glob, os, sysconfig; print(' '.join(glob.glob(os.path.join(sysconfig.get_path('purelib'), 'nvidia/cu*/lib/libcudnn.so.9'))))" 2>/dev/null)
 [ -n "$cudnn_lib" ] && export LD_LIBRARY_PATH="$(dirname ${cudnn_lib%% *})${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -75,9 +78,9 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torc
 echo "commit ${POSENC_GIT_COMMIT:-unknown}"
 
 device=(--device cuda --level model --reps 8)
-targeted=$(python3 -c "from fairseq_posenc.benchmark.settings import CUDA_TARGETS; print(' '.join(CUDA_TARGETS))")
+targeted=$(python3 -c "from fairseq_posenc.tools.benchmark.settings import CUDA_TARGETS; print(' '.join(CUDA_TARGETS))")
 # the encodings added after part 1 ran (2026-11-26), those registered in this checkout
-new=$(python3 -c "from fairseq_posenc.encodings import ENCODINGS
+new=$(python3 -c "from fairseq_posenc.core.encodings import ENCODINGS
 print(' '.join(n for n in 'kerple_log kerple_power sandwich fire cope xpos shape'.split() if n in ENCODINGS))")
 lengths=(128 512)
 fixed_lengths=(128 256 512)
@@ -92,7 +95,7 @@ if [ "${LEASE_DRY:-0}" = 1 ]; then
   half=float32 bf16=float32
   kernel_tests=(tests/core/kernels/test_gpu.py)
 fi
-bench=(python3 -m fairseq_posenc.benchmark "${device[@]}")
+bench=(python3 -m fairseq_posenc.tools.benchmark "${device[@]}")
 
 case "$part" in
   1)
@@ -154,6 +157,9 @@ case "$part" in
     stage fixed-rule-dropout 60 150 "${bench[@]}" --encodings alibi sandwich \
       --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train --attention-dropout 0.1 \
       --out-json "$out/fixed-rule-auto-dropout.json" --out-md /tmp/fixed-rule-dropout.md
+    dry=()
+    [ "${LEASE_DRY:-0}" = 1 ] && dry=(dry)
+    stage parallel-runs 90 240 bash docs/benchmark-gpu-runs/parallel_runs.sh "$out" "${dry[@]}"
     ;;
   *)
     echo "unknown part '$part': 1, 2, 3, 4 or 5" >&2
