@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, TextIO
 
+from ..textprep.files import last_lines
+
 #: ``--user-dir`` of every fairseq command: this plugin's directory.
 USER_DIR = Path(__file__).resolve().parents[2]
 
@@ -48,7 +50,7 @@ def run_fairseq(tool: str, args: Sequence[str], *, log: Path, in_process: bool =
                                stdout=out, stderr=subprocess.STDOUT)
     # a failed subprocess, or fairseq's error in process (argparse's a SystemExit)
     except (Exception, SystemExit) as failure:
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-TAIL_LINES:])
+        tail = "\n".join(last_lines(log, TAIL_LINES))
         reason = (f"exit code {failure.code}" if isinstance(failure, SystemExit)
                   else str(failure) or type(failure).__name__)
         raise SystemExit(f"{tool} failed ({reason}); {log} ends with:\n{tail}") from failure

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..textprep.files import last_lines
+
 #: Lines of a log shown for a task that ended without finishing: a fairseq failure's
 #: message and the 20 last lines of fairseq's log that it holds
 #: (:func:`fairseq_posenc.tools.experiment.fairseq_run.run_fairseq`).
@@ -83,5 +85,4 @@ def read_record(task: Task) -> Optional[dict[str, Any]]:
 def tail(path: Optional[Path], lines: int = TAIL_LINES) -> list[str]:
     if path is None or not path.exists():
         return []
-    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return [f"{path}:"] + [f"  {line}" for line in text[-lines:]]
+    return [f"{path}:"] + [f"  {line}" for line in last_lines(path, lines)]

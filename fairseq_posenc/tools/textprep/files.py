@@ -183,3 +183,9 @@ class Stamps:
 def read_lines(path: Path) -> List[str]:
     with open_text(path) as f:
         return [line.rstrip("\n") for line in f]
+
+
+def last_lines(path: Path, n: int) -> List[str]:
+    """The last ``n`` lines of a log, bytes that are not UTF-8 replaced: what an error
+    message quotes of a failed command's output."""
+    return path.read_text(encoding="utf-8", errors="replace").splitlines()[-n:]

@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .files import PrepareError, atomic_output, count_lines, open_text, progress, sanitize
+from .files import (PrepareError, atomic_output, count_lines, last_lines, open_text, progress,
+                    sanitize)
 
 CHUNK_LINES = 2000  # lines per task sent to a tokenizer worker
 
@@ -342,7 +343,7 @@ def binarize(src_lang: str, tgt_lang: str, train: str, valid: str, tests: Sequen
             proc = subprocess.run([*cmd, "--destdir", str(tmp)], stdout=lf,
                                   stderr=subprocess.STDOUT)
         if proc.returncode != 0:
-            tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-20:])
+            tail = "\n".join(last_lines(logfile, 20))
             raise PrepareError(
                 f"fairseq-preprocess failed (exit {proc.returncode}); {logfile} ends with:\n"
                 f"{tail}")
