@@ -141,10 +141,13 @@ def test_slurm_jobs_survive_a_requeue_and_score_as_local_runs(raw, sequential,  
         run = out / "runs" / "sinusoidal" / "seed1"
         wait("a checkpoint", (run / "checkpoints" / "checkpoint_last.pt").exists)
         job = jobs["sinusoidal seed 1"]
-        for cmd in (["scontrol", "requeue", job],
-                    # SLURM holds a requeued job back for a while (BeginTime): let it go
-                    ["scontrol", "update", f"JobId={job}", "StartTime=now"]):
-            subprocess.run(cmd, env={**subprocess_env(), **env}, check=True)
+        subprocess.run(["scontrol", "requeue", job], env={**subprocess_env(), **env},
+                       check=True)
+        # SLURM holds a requeued job back (its BeginTime, cred_expire: 120 s) once the job's
+        # processes have ended and it is pending again: then let it go
+        wait("the requeued job pending", lambda: f"{job} PENDING" in squeue(env))
+        subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                       env={**subprocess_env(), **env}, check=True)
         pending = subprocess.run(command(out, raw, "--report-only"), capture_output=True,
                                  text=True, env={**subprocess_env(), **env}, timeout=300)
         assert re.search(r"pending: sinusoidal seed 1: queued as SLURM job", pending.stderr), \
