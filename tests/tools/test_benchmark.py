@@ -24,11 +24,13 @@ FLAT: dict = {}  # the quick run's --out-flat-json
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("benchmark")
-    md, js, flat = out / "bench.md", out / "bench.json", out / "flat.json"
+    # folders that do not exist yet: the run makes them before it times anything
+    md, js, flat = out / "bench.md", out / "runs" / "bench.json", out / "flat" / "flat.json"
     threads = torch.get_num_threads()
     benchmark.main(["--quick", "--encodings", *ENCODINGS, "--threads", "1",
                     "--out-md", str(md), "--out-json", str(js), "--out-flat-json", str(flat)])
     assert torch.get_num_threads() == threads  # run() restores the thread count
+    assert (out / "runs" / "bench.json.partial").exists()  # written after each configuration
     FLAT.update(json.loads(flat.read_text()))
     return md.read_text(), json.loads(js.read_text())
 

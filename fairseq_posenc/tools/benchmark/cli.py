@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from .machine import REPO
+from .machine import RUNS
 from .settings import DTYPES, KINDS, LEVELS, SIZES
 
 
@@ -76,11 +76,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="CI smoke run: tiny model, length 12, 2 repetitions, "
                         "sinusoidal, diet_rel, huang3")
-    p.add_argument("--out-md", default=str(REPO / "runs" / "benchmark.md"), metavar="PATH",
-                   help="the Markdown report (default: runs/benchmark.md of the repository)")
-    p.add_argument("--out-json", default=str(REPO / "runs" / "benchmark.json"), metavar="PATH",
+    p.add_argument("--out-md", default=str(RUNS / "benchmark.md"), metavar="PATH",
+                   help="the Markdown report (default: runs/benchmark.md of the checkout, "
+                        "or of the current directory for an installed package)")
+    p.add_argument("--out-json", default=str(RUNS / "benchmark.json"), metavar="PATH",
                    help="every figure of the run, for --render and --merge (default: "
-                        "runs/benchmark.json of the repository)")
+                        "runs/benchmark.json beside --out-md's default)")
     p.add_argument("--render", metavar="JSON",
                    help="time nothing: print the Markdown report of an earlier run's "
                         "--out-json file, laid out by this version of the script")
@@ -110,6 +111,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             with open(path) as f:
                 docs.append(json.load(f))
         md, flat = merged_document(docs)
+        for path in filter(None, (args.out_md, args.out_flat_json)):
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(args.out_md, "w") as f:
             f.write(md)
         if args.out_flat_json:

@@ -15,6 +15,9 @@ import torch
 #: The checkout the package is installed from (editable: ``pip install -e .``): where
 #: ``runs/`` goes by default and whose git commit a run records.
 REPO = Path(__file__).resolve().parents[3]
+#: Where a run's reports go by default: ``runs/`` of that checkout, or of the current
+#: directory where the package is installed from a wheel (no checkout around it).
+RUNS = REPO / "runs" if (REPO / "setup.py").exists() else Path("runs")
 
 
 def usable_cores() -> int:

@@ -93,6 +93,10 @@ def run(
     if unknown_levels or not levels:
         raise ValueError(f"levels must be among {LEVELS}, got {list(levels)}")
 
+    outputs = [path for path in (out_md, out_json, out_flat_json) if path]
+    for path in outputs:  # a folder that cannot be made stops the run here, not after it
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
     started = time.time()
     info = machine_info(dev, threads)
     results: list[ModelResult] = []
@@ -140,7 +144,6 @@ def run(
     for path, text in ((out_md, md), (out_json, json.dumps(doc, indent=1)),
                        (out_flat_json, flat)):
         if path:
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text + "\n")
     return doc
