@@ -12,7 +12,8 @@ tokenize / subword / binarize steps (:mod:`fairseq_posenc.tools.textprep.text`).
 * ``tok/``: sacremoses tokens (``-a``, no escaping), each token that was attached to the
   previous one in the raw text marked with a joiner, as ``posenc-prepare-wmt`` tokenizes;
   with ``--clean-max-len`` / ``--clean-max-ratio``, ``train.clean.LANG``: the training
-  pairs that the WMT preparation's cleaning keeps (:func:`fairseq_posenc.tools.textprep.text.clean_corpus`);
+  pairs that the WMT preparation's cleaning keeps
+  (:func:`fairseq_posenc.tools.textprep.text.clean_corpus`);
 * ``bpe/``: joint BPE learned on the (cleaned) training split with subword-nmt (``codes``,
   ``vocab.LANG``, ``bpe.json``), and every split encoded with it;
 * ``bin/``: ``fairseq-preprocess --joined-dictionary``; the test splits become fairseq's

@@ -12,10 +12,10 @@ source the model cannot represent), which get an empty line.
     posenc-score --ref test.de --hyp hyp.de
 
 ``--detokenize`` turns the (``--remove-bpe``) hypotheses back into raw text as the data
-directory's ``bpe.json`` says (:func:`fairseq_posenc.tools.textprep.text.detokenize`); that is the file
-``posenc-score`` reads. ``--ref`` counts the test sentences in the reference file instead of
-``--expected``. ``python -m fairseq_posenc.tools.hypotheses`` is the same command. The module
-itself imports only the standard library when it loads (``--detokenize`` imports the
+directory's ``bpe.json`` says (:func:`fairseq_posenc.tools.textprep.text.detokenize`); that is
+the file ``posenc-score`` reads. ``--ref`` counts the test sentences in the reference file
+instead of ``--expected``. ``python -m fairseq_posenc.tools.hypotheses`` is the same command.
+The module itself imports only the standard library when it loads (``--detokenize`` imports the
 preparation's text module when it runs), so that it adds no start-up time of its own.
 """
 

@@ -13,8 +13,8 @@ In the causal decoder the bias is also exactly a rank-1 term over key positions:
 which a softmax ignores. :meth:`Alibi.factors` gives it as ``P_Q[i] . P_K[j] = m_h j``
 (``j`` split as ``16 floor(j/16) + (j mod 16)``, two parts that bf16 and fp16 hold exactly
 up to ``j = 4095``), so that a fused attention kernel can run it with the causal mask and
-no ``T x T`` bias (``KernelFamily.CAUSAL_EXTRA_DIMENSIONS``). Keys after the query get ``m_h j`` instead of
-``-m_h (j - i)``; the causal mask removes both.
+no ``T x T`` bias (``KernelFamily.CAUSAL_EXTRA_DIMENSIONS``). Keys after the query get
+``m_h j`` instead of ``-m_h (j - i)``; the causal mask removes both.
 
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.

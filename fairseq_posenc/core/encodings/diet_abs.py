@@ -7,12 +7,12 @@ position term is not scaled. ``--diet-abs-symmetric`` ties ``P_K = P_Q`` (Chen e
 2021a's ABS-SCALAR, ``P P^T``).
 
 Sharing (``--diet-abs-sharing``, DIET section 5): ``layer`` (default, the paper's choice for
-DIET-ABS: one set of per-head tables for all layers), ``none``, or ``head`` (one table per
-layer for all heads). The term is low-rank (``LOW_RANK``): the attention either adds ``P_Q P_K^T``, a
-content-free ``H x n x n`` matrix computed once per forward for the positions in use (once
-for all layers when shared; while decoding, for a window that grows geometrically, so each
-step gathers from it), or, in a fused kernel, attends with ``[q_i, P_Q[i]] . [k_j, P_K[j]]``,
-which is the same number without any ``len x len`` tensor.
+DIET-ABS: one set of per-head tables for all layers), ``none``, or ``head`` (one table per layer
+for all heads). The term is low-rank (``LOW_RANK``): the attention either adds ``P_Q P_K^T``, a
+content-free ``H x n x n`` matrix computed once per forward for the positions in use (once for
+all layers when shared; while decoding, for a window that grows geometrically, so each step
+gathers from it), or, in a fused kernel, attends with ``[q_i, P_Q[i]] . [k_j, P_K[j]]``, which
+is the same number without any ``len x len`` tensor.
 
 Positions count real tokens (``i``-th real token = position ``i``), so a left-padded source
 is encoded exactly like the same source alone. A sequence longer than ``n`` is an error.

@@ -11,8 +11,9 @@ left-padded source is encoded like the same source alone); self-attention stays 
   embedding it numbers the first real token ``padding_idx + 1`` (2 with the default
   dictionary), not 0: a constant shift, which sinusoids encode as well as any other origin.
 * ``learned`` -- Gehring et al. 2017 / Devlin et al. 2018: ``x_i + P_i``, ``P`` of size
-  ``(max_positions + padding_idx + 1) x d`` (fairseq's rows start at ``padding_idx + 1``). Sequences longer than ``--max-source-positions`` /
-  ``--max-target-positions`` have no embedding: the model raises a clear error.
+  ``(max_positions + padding_idx + 1) x d`` (fairseq's rows start at ``padding_idx + 1``).
+  Sequences longer than ``--max-source-positions`` / ``--max-target-positions`` have no
+  embedding: the model raises a clear error.
 * ``none`` -- the "Non-PE" baseline of the AT5 paper (Wu et al. 2021): no position
   information at all; the decoder keeps only its causal mask.
 """

@@ -57,8 +57,8 @@ class Rope(PositionEncoding):
                  scaling: Optional[RopeScaling] = None) -> None:
         """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
         (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too) and the
-        complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a matrix
-        product; or the fused rotation or the complex product everywhere. ``scaling``:
+        complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a
+        matrix product; or the fused rotation or the complex product everywhere. ``scaling``:
         frequencies rescaled for longer sentences than the training ones (None: the
         paper's)."""
         super().__init__()

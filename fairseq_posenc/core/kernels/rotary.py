@@ -15,7 +15,8 @@ same kernel: the inverse rotation for RoPE's unit numbers, and the right gradien
 xPos's, whose numbers also scale each pair (``cos`` and ``sin`` times the pair's factor).
 
 Runs compiled on a CUDA GPU, and on CPU in Triton's interpreter (``TRITON_INTERPRET=1``
-before import), where ``tests/core/kernels/test_rotary_kernel.py`` compares it with the complex path.
+before import), where ``tests/core/kernels/test_rotary_kernel.py`` compares it with the
+complex path.
 """
 
 from __future__ import annotations

@@ -207,7 +207,8 @@ def _launch(text: str) -> tuple[str, "Tiles"]:
     if name not in LAUNCHES:
         raise argparse.ArgumentTypeError(
             f"unknown kernel {name!r}: one of {', '.join(LAUNCHES)}")
-    from ...core.kernels.distance.launch import Tiles  # not before: Triton's interpreter is chosen on import
+    # not at the top: Triton's interpreter is chosen on import
+    from ...core.kernels.distance.launch import Tiles
 
     return name, Tiles(block_m, block_n, warps, stages)
 

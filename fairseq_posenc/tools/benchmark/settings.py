@@ -170,7 +170,8 @@ class Config:
 
     @property
     def key(self) -> str:
-        return f"{self.size}/len{self.length}" + ("" if self.dtype == "float32" else f"/{self.dtype}")
+        dtype = "" if self.dtype == "float32" else f"/{self.dtype}"
+        return f"{self.size}/len{self.length}{dtype}"
 
     @property
     def torch_dtype(self) -> torch.dtype:

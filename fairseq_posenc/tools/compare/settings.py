@@ -80,7 +80,8 @@ class Settings:
     #: --train-max-len: train on the pairs of at most this many tokens per side (subwords
     #: and </s>, --task translation_extrapolation); None: every pair
     train_max_len: Optional[int] = None
-    #: --batch-tokens: tokens per update, whatever the GPUs (:mod:`fairseq_posenc.tools.launch.batch`)
+    #: --batch-tokens: tokens per update, whatever the GPUs
+    #: (:mod:`fairseq_posenc.tools.launch.batch`)
     batch_tokens: int = EARLIER_BATCH_TOKENS
 
     def to_json(self) -> dict[str, Any]:

@@ -158,7 +158,8 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
                             "learned position embeddings added to the input, from the "
                             "model's own module; position 0 = the first real token."),
     ("attention", "probabilities"): ("Self-attention probabilities",
-                                     "The attention of every layer (rows) and head (columns) on the "
+                                     "The attention of every layer (rows) and head "
+                                     "(columns) on the "
                                      "given sentence (rows: queries, columns: keys), as the "
                                      "model computes them with all its position terms."),
 }

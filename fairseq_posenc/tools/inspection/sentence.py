@@ -6,7 +6,8 @@ or refuses with the flag to pass:
 
 * ``--bpe-dir DIR`` (the ``bpe/`` directory of ``posenc-prepare-corpus`` or
   ``posenc-prepare-wmt`` output): the preparation's own encoder
-  (:func:`fairseq_posenc.tools.textprep.text.encode`); its ``bpe.json`` must list the source language.
+  (:func:`fairseq_posenc.tools.textprep.text.encode`); its ``bpe.json`` must list the source
+  language.
 * No preparation flag, and the data directory has a sibling ``bpe/bpe.json`` (the layout
   ``DEST/bin``, ``DEST/bpe`` of those tools): that directory, said in one line.
 * ``--bpe-codes FILE`` (data made elsewhere): sacremoses tokenization without escaping

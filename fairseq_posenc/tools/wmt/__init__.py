@@ -93,12 +93,13 @@ Robustness: downloads go to ``NAME.part`` and resume with HTTP Range (also after
 process was killed); the size is checked against Content-Length / Content-Range; every
 archive is read through completely (gzip CRC) before use; a corrupt or truncated archive is
 reported, deleted and fetched once more, then the run stops with a message saying what to do.
-The sha256 of each finished download is stored in ``NAME.sha256`` and checked whenever a
-rerun uses the file; a download from an official URL must also have the published size and
-hash (:data:`.catalog.PUBLISHED_ARCHIVES`; ``--ignore-published-checksums`` accepts another). Each step writes a stamp; a rerun skips steps whose stamp and outputs
-exist and whose inputs and settings are unchanged. Every output file is written under a
-temporary name and renamed. Parallel files whose line counts differ stop the run with a
-message naming both files and their counts.
+The sha256 of each finished download is stored in ``NAME.sha256`` and checked whenever a rerun
+uses the file; a download from an official URL must also have the published size and hash
+(:data:`.catalog.PUBLISHED_ARCHIVES`; ``--ignore-published-checksums`` accepts another). Each
+step writes a stamp; a rerun skips steps whose stamp and outputs exist and whose inputs and
+settings are unchanged. Every output file is written under a temporary name and renamed.
+Parallel files whose line counts differ stop the run with a message naming both files and their
+counts.
 
 Offline use (tests, CI smoke runs, a local mirror): ``--mirror BASE`` (an http(s)/file URL
 or a directory) fetches every URL from ``BASE/<host>/<path>`` (the layout of ``wget -x``),

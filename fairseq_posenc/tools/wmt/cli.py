@@ -5,10 +5,10 @@
     prepare.py --list                           # the datasets, corpora and test sets
     prepare.py detokenize --lang L [--bpe B]    # detokenize stdin to stdout
 
-Exit codes: 0 done, 1 a :class:`~fairseq_posenc.tools.textprep.files.PrepareError` (the log says what
-to do), 2 a usage error (argparse's), 130 interrupted (rerun the same command to continue).
-Every dataset takes the same options; the ones that only some datasets accept
-(``--paracrawl``, ``--czeng``) are checked against the dataset, so that the error names it.
+Exit codes: 0 done, 1 a :class:`~fairseq_posenc.tools.textprep.files.PrepareError` (the log says
+what to do), 2 a usage error (argparse's), 130 interrupted (rerun the same command to continue).
+Every dataset takes the same options; the ones that only some datasets accept (``--paracrawl``,
+``--czeng``) are checked against the dataset, so that the error names it.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ tarballs to sacreBLEU in place of the real ones.
 
 Use::
 
-    python -m fairseq_posenc.tools.wmt.fake_archives DIR            # build the mirror, print its path
-    python -m fairseq_posenc.tools.wmt.fake_archives DIR --serve    # ... and serve it on 127.0.0.1
+    python -m fairseq_posenc.tools.wmt.fake_archives DIR          # build the mirror, say where
+    python -m fairseq_posenc.tools.wmt.fake_archives DIR --serve  # ... and serve it on 127.0.0.1
     python examples/wmt/prepare.py wmt18_en_de --dest OUT --mirror DIR --bpe-size 50 \\
         --vocab-threshold 1
 
@@ -408,7 +408,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("root", type=Path, help="directory to write the fake mirror into")
     p.add_argument("--sentences", type=int, default=16, help="sentence pairs per corpus")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--czeng", type=Path, help="also write a fake CzEng 1.6 export (a directory) here")
+    p.add_argument("--czeng", type=Path,
+                   help="also write a fake CzEng 1.6 export (a directory) here")
     p.add_argument("--serve", action="store_true",
                    help="serve the mirror on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port for --serve (0 = any free port)")

@@ -73,11 +73,13 @@ def script(paper: Paper) -> str:
         "#",
         "# Generated from fairseq_posenc/tools/wmt/recipes.py by `posenc-reproduce scripts --out "
         "examples/wmt`;",
-        "# do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from the recipes).",
+        "# do not edit (tests/tools/test_wmt_reproduce.py fails when this file drifts from "
+        "the recipes).",
         "# One GPU per run; `posenc-reproduce commands --paper "
         f"{paper.key} --gpus N` prints them for N GPUs.",
         "set -euo pipefail",
-        "SEEDS=1   # --seeds N: train and evaluate seeds 1..N of every cell (mean ± std in the table)",
+        "SEEDS=1   # --seeds N: train and evaluate seeds 1..N of every cell "
+        "(mean ± std in the table)",
         "while [ $# -gt 0 ]; do",
         '  case "$1" in',
         '    --seeds) SEEDS="$2"; shift 2 ;;',
@@ -104,8 +106,10 @@ def script(paper: Paper) -> str:
     out += ["done"]
     out += ["", f"# 3. translate and score every cell: {evaluated_checkpoint(paper)} of each "
                 "model, every test sentence, detokenized,",
-            "#    BLEU as the paper computed it, chrF, length buckets. For each cell (seed 1) it runs",
-            "#    (and, where a model cannot represent a source, the flags that skip it and say so):"]
+            "#    BLEU as the paper computed it, chrF, length buckets. For each cell (seed 1) "
+            "it runs",
+            "#    (and, where a model cannot represent a source, the flags that skip it and "
+            "say so):"]
     for run in runs:  # the data as posenc-prepare-wmt makes it by default (subword-nmt)
         split = DATASETS[run.column.dataset].test_splits[run.column.testset]
         checkpoint = run.save_dir(WORK) / evaluated_checkpoint(paper)
