@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from .machine import RUNS
+from .machine import RUNS, make_folders
 from .settings import DTYPES, KINDS, LEVELS, SIZES
 
 
@@ -111,8 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             with open(path) as f:
                 docs.append(json.load(f))
         md, flat = merged_document(docs)
-        for path in filter(None, (args.out_md, args.out_flat_json)):
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        make_folders(args.out_md, args.out_flat_json)
         with open(args.out_md, "w") as f:
             f.write(md)
         if args.out_flat_json:

@@ -20,6 +20,13 @@ REPO = Path(__file__).resolve().parents[3]
 RUNS = REPO / "runs" if (REPO / "setup.py").exists() else Path("runs")
 
 
+def make_folders(*paths: Optional[str]) -> None:
+    """The folders of the output files given (None: no file), made before any work, so that
+    a folder that cannot be made stops a run before it times anything."""
+    for path in filter(None, paths):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+
+
 def usable_cores() -> int:
     """The cores this process may run on (its affinity), else all."""
     if hasattr(os, "sched_getaffinity"):

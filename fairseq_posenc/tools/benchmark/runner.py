@@ -19,7 +19,7 @@ import torch
 from fairseq_posenc.core.encodings import ENCODINGS
 
 from .levels import run_layer_config, run_model_config, run_rest_config
-from .machine import machine_info, torch_threads, usable_cores
+from .machine import machine_info, make_folders, torch_threads, usable_cores
 from .parts import attach_part_estimates
 from .records import Document, LayerResult, ModelResult, RestResult
 from .report import flat_results, layer_table, markdown_document, model_table, rest_table
@@ -93,9 +93,7 @@ def run(
     if unknown_levels or not levels:
         raise ValueError(f"levels must be among {LEVELS}, got {list(levels)}")
 
-    outputs = [path for path in (out_md, out_json, out_flat_json) if path]
-    for path in outputs:  # a folder that cannot be made stops the run here, not after it
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    make_folders(out_md, out_json, out_flat_json)
 
     started = time.time()
     info = machine_info(dev, threads)
