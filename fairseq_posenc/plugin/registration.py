@@ -17,8 +17,9 @@ _registered = False
 
 def register() -> None:
     """Register the model, its architectures, the tasks and the checkpoint globals with
-    fairseq and torch (importing both), and pin a resumed training's batches to the
-    uninterrupted run's (:mod:`.resume`). Idempotent."""
+    fairseq and torch (importing both), and make a resumed training continue as the
+    uninterrupted run would: its batches (:mod:`.resume`) and ``--patience``'s count
+    (:mod:`.patience`). Idempotent."""
     global _registered
     if _registered:
         return
@@ -29,6 +30,9 @@ def register() -> None:
     from .resume import pin_batch_order
 
     pin_batch_order()  # a resumed training continues with the uninterrupted run's batches
+    from .patience import persist_patience
+
+    persist_patience()  # and --patience counts on from where it stopped
     from . import models  # noqa: F401  (registers the model)
     from . import architectures  # noqa: F401  (then its architectures)
     from . import generation  # noqa: F401  (the translation_gnmt task)

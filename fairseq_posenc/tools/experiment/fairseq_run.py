@@ -91,6 +91,9 @@ def _run_in_process(tool: str, args: Sequence[str]) -> None:
         # checkpoint_best.pt unless it beats an earlier, unrelated model)
         if hasattr(checkpoint_utils.save_checkpoint, "best"):
             del checkpoint_utils.save_checkpoint.best
+        from ...plugin.patience import restore
+
+        restore(None)  # the same for --patience's count
         parsed = options.parse_args_and_arch(options.get_training_parser(), list(args))
         distributed_utils.call_main(convert_namespace_to_omegaconf(parsed), train.main)
     elif tool == "fairseq-generate":
