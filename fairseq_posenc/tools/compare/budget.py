@@ -9,13 +9,15 @@ the new checkpoint. The run's record keeps both budgets (:func:`history`).
 
 The tiny and base recipes' learning rate (inverse square root) depends on the update only,
 so a run continued from ``U`` to ``U2`` follows the schedule of a run trained to ``U2`` from
-the start. What is refused, before anything moves:
+the start. Under ``--until-converged`` ``--max-update`` is the cap: a raise continues the runs
+that reached it, and a run that converged before it stays as it is (its stop does not
+depend on the cap). What is refused, before anything moves:
 
 * a lower ``--max-update``: a trained run cannot be untrained;
 * a learning-rate schedule laid over ``--max-update`` (:data:`BUDGET_SCHEDULES`): a continued
   run would not follow the schedule of a run trained to the new budget;
 * with ``--checkpoint avgN`` (checkpoints every 1% of ``--max-update``, the last ``N``
-  kept), a raise whose continued part saves fewer than ``N`` checkpoints at the new budget's
+  kept; under ``--until-converged`` every validation, whatever the cap), a raise whose continued part saves fewer than ``N`` checkpoints at the new budget's
   1% (:func:`continues`): the average would mix the old budget's checkpoints in. Otherwise
   it is over the same updates as a run trained to the new budget from the start;
 * ``--report-only``, which would leave every run without results.
@@ -99,7 +101,7 @@ def change(out: Path, old: Settings, new: Settings, report_only: bool,
                          f"--max-update: runs continued from {was} to {now} updates would not "
                          f"follow the schedule of runs trained to {now} from the start, so "
                          f"the raise is refused. Rerun with --max-update {was}, or {elsewhere}")
-    if not continues(old.checkpoint, was, now):
+    if not new.until_converged and not continues(old.checkpoint, was, now):
         _, n = interval(old.checkpoint, now)
         enough = enough_raise(old.checkpoint, was)
         instead = (f"Raise it to {enough} or more (the average is then over the same "
@@ -112,9 +114,14 @@ def change(out: Path, old: Settings, new: Settings, report_only: bool,
             f"in checkpoints of the old budget. {instead} with --max-update {was}, or "
             f"{elsewhere}")
     trained = sorted(out.glob("runs/*/seed*/trained.json"))
-    say(f"--max-update {now} raises the budget of {was} updates: {len(trained)} trained "
+    converged = [m for m in trained
+                 if json.loads(m.read_text()).get("stopped") == "converged"]
+    trained = [m for m in trained if m not in converged]
+    what = "cap" if new.until_converged else "budget"
+    say(f"--max-update {now} raises the {what} of {was} updates: {len(trained)} trained "
         f"run(s) continue from their checkpoint_last.pt; the results at {was} updates move "
-        f"to runs/ENC/seedK/budget{was}/")
+        f"to runs/ENC/seedK/budget{was}/"
+        + (f"; {len(converged)} converged run(s) stay as they are" if converged else ""))
     for marker in trained:
         keep(marker.parent, was)
     return True

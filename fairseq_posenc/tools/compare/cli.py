@@ -24,7 +24,7 @@ from ..experiment.checkpoints import check_rule
 from ..launch import dispatch, lock, options as launch_options
 from ..launch.options import Launcher
 from . import (budget, convergence, data, extrapolation, jobs, plan, report,
-               settings as settings_mod, summary, variants as variants_mod)
+               settings as settings_mod, stopping, summary, variants as variants_mod)
 from .execute import say
 from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
 
@@ -63,9 +63,22 @@ def parser() -> argparse.ArgumentParser:
     stop = p.add_mutually_exclusive_group(required=True)
     stop.add_argument("--max-update", type=int, metavar="U",
                       help=f"train every run for U updates, validating every "
-                           f"{100 // convergence.VALIDATIONS}%% of them; "
+                           f"{100 // stopping.VALIDATIONS}%% of them; "
                            "raise it on a finished comparison to continue its runs")
     stop.add_argument("--max-epoch", type=int, metavar="E", help="train every run for E epochs")
+    p.add_argument("--until-converged", action="store_true",
+                   help="train each run until its validation loss stops improving: it stops "
+                        "after --patience validations without a new best, or at "
+                        "--max-update U, now the cap; a rerun with a larger cap continues "
+                        "the runs that reached it. --checkpoint defaults to best")
+    p.add_argument("--patience", type=int, metavar="P",
+                   help=f"--until-converged: validations without a new best validation loss "
+                        f"before a run stops (default {stopping.PATIENCE})")
+    p.add_argument("--validate-every", type=int, metavar="U",
+                   help="--until-converged: updates between validations, a checkpoint at "
+                        "each (default: tiny "
+                        f"{stopping.VALIDATE_EVERY['tiny']}, base "
+                        f"{stopping.VALIDATE_EVERY['base']})")
     p.add_argument("--train-args", default="", metavar='"ARGS"',
                    help="more fairseq-train flags, the same for every run, after the --size "
                         "recipe; write it with '=': --train-args=\"--lr 5e-4 --dropout 0.3\"")
@@ -73,10 +86,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--test", nargs="+", default=["test"], metavar="SPLIT",
                    help="test splits, each translated and scored (default: test)")
     p.add_argument("--cpu", action="store_true", help="train and translate on the CPU")
-    p.add_argument("--checkpoint", default="last", metavar="RULE",
+    p.add_argument("--checkpoint", metavar="RULE",
                    help="the checkpoint every run is evaluated with: last, best (lowest "
                         "validation loss) or avgN (the average of the last N, saved every "
-                        "1%% of --max-update); default: last")
+                        "1%% of --max-update, or every validation under --until-converged); "
+                        "default: last, under --until-converged best")
     p.add_argument("--bpe-merges", type=int, default=32000, metavar="N",
                    help="raw data: joint subword-nmt merges (default 32000; fewer for small "
                         "corpora)")
@@ -115,11 +129,42 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def stopping_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+    """``--until-converged``, ``--patience`` and ``--validate-every``, checked, with their
+    defaults: Settings' fields."""
+    if not args.until_converged:
+        for name in ("patience", "validate_every"):
+            if getattr(args, name) is not None:
+                p.error(f"--{name.replace('_', '-')} is for --until-converged: add it, or "
+                        f"drop --{name.replace('_', '-')}")
+        return {}
+    if not args.max_update:
+        p.error(f"--until-converged stops each run by its validation loss, with --max-update "
+                f"as the cap: pass --max-update instead of --max-epoch (e.g. --max-update "
+                f"{20 * (args.validate_every or stopping.VALIDATE_EVERY[args.size])})")
+    patience = stopping.PATIENCE if args.patience is None else args.patience
+    if patience < 1:
+        p.error(f"--patience {patience}: a run stops after P validations without a new best "
+                f"validation loss; give 1 or more (default {stopping.PATIENCE})")
+    every = args.validate_every or stopping.VALIDATE_EVERY[args.size]
+    if args.validate_every is not None and args.validate_every < 1:
+        p.error(f"--validate-every {args.validate_every}: give the updates between "
+                "validations, 1 or more")
+    if every > args.max_update:
+        p.error(f"--validate-every {every} is above the cap --max-update {args.max_update}: "
+                f"no run would validate before it; give --validate-every {args.max_update} or "
+                f"less (e.g. {max(1, args.max_update // 20)}), or raise --max-update")
+    return {"until_converged": True, "patience": patience, "validate_every": every}
+
+
 def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
     for name in ("seeds", "max_update", "max_epoch", "bpe_merges", "workers", "batch_tokens"):
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
+    stop = stopping_of(args, p)
+    if args.checkpoint is None:
+        args.checkpoint = "best" if stop else "last"
     if args.train_max_len is not None and args.train_max_len < 2:
         p.error("--train-max-len counts the end of sentence too: give at least 2")
     try:
@@ -137,6 +182,11 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         if settings_mod.last_flag(train_args, flag) is not None:
             p.error(f"--train-args {flag}: the batch is --batch-tokens per update, and the "
                     "launcher splits it over each run's GPUs: set --batch-tokens instead")
+    for flag in stopping.OWN_FLAGS:
+        if settings_mod.last_flag(train_args, flag) is not None or flag in train_args:
+            p.error(f"--train-args {flag}: posenc-compare validates, saves and stops every run "
+                    "itself (a checkpoint at each validation, --max-update's 20 validations "
+                    "or --until-converged's --validate-every and --patience): use those")
     cleaning = settings_mod.Cleaning(
         min_len=1, max_len=args.clean_max_len or None, max_ratio=args.clean_max_ratio or None,
         rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (
@@ -149,7 +199,7 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
         valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
         bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len,
-        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size])
+        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size], **stop)
 
 
 def check_models(settings: Settings, encodings: Sequence[str]) -> None:

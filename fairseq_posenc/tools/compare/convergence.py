@@ -19,7 +19,8 @@ encoding gets there sooner), not final quality. The rule, for one trained run
 Under ``--max-update U`` every run validates every ``U / VALIDATIONS`` updates (besides
 fairseq's validation at each epoch's end), so the window holds five validations or more;
 under ``--max-epoch E`` it validates at each epoch's end, which gives the window three
-validations from ``E >= 10`` on.
+validations from ``E >= 10`` on (:mod:`.stopping`). A run that ``--until-converged`` stopped
+by its patience is not improving, whatever its window.
 
 A comparison row (an encoding against the baseline) is marked :data:`MARK` when a run of
 either is still improving, in every table of the report, with :func:`explanation` beside it.
@@ -31,14 +32,14 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Optional, Sequence
 
+from .stopping import VALIDATIONS, describe
+
 #: The part of a run's updates whose validations decide whether it is still improving.
 WINDOW = 0.2
 #: Validations the window needs: a line through fewer is one pair of points.
 MIN_POINTS = 3
 #: The fall, relative to the loss at the window's start, that counts with one seed.
 ONE_SEED_FALL = 0.01
-#: Validations per run under ``--max-update`` (every ``U // VALIDATIONS`` updates).
-VALIDATIONS = 20
 #: The marker of a row whose difference may be training speed.
 MARK = "†"
 
@@ -61,14 +62,6 @@ class Verdict:
         out.pop("still_improving")
         out["window"] = list(self.window) if self.window else None
         return out
-
-
-def validation_flags(max_update: Optional[int]) -> list[str]:
-    """The ``fairseq-train`` flags that validate a run :data:`VALIDATIONS` times under
-    ``--max-update`` (none under ``--max-epoch``: fairseq validates at each epoch's end)."""
-    if not max_update:
-        return []
-    return ["--validate-interval-updates", str(max(1, max_update // VALIDATIONS))]
 
 
 def epochs_note(max_epoch: Optional[int]) -> Optional[str]:
@@ -144,7 +137,8 @@ def verdict(points: Iterable[Sequence[float]], spread: Optional[float] = None,
 def annotate(records: Sequence[dict[str, Any]]) -> None:
     """Add ``still_improving`` and ``convergence`` (the verdict's numbers and reason) to each
     run record of ``report.json`` (``encoding``, ``checkpoint``: None until trained,
-    ``validation``); the spread between seeds is over each encoding's trained runs."""
+    ``validation``, ``stopped``); the spread between seeds is over each encoding's trained
+    runs, and a run that ``--until-converged`` stopped is not improving."""
     trained = [r for r in records if r["checkpoint"] and r["validation"]]
     finals: dict[str, list[float]] = {}
     for r in trained:
@@ -152,6 +146,9 @@ def annotate(records: Sequence[dict[str, Any]]) -> None:
     for r in records:
         if not r["checkpoint"]:
             found = Verdict(None, "its training has not finished")
+        elif r.get("stopped") == "converged":
+            found = Verdict(False, f"converged: no new best validation loss after update "
+                                   f"{r['best_update']}, stopped at {r['stopped_at']}")
         else:
             losses = finals.get(r["encoding"], [])
             found = verdict(r["validation"], seed_spread(losses), len(losses))
@@ -181,12 +178,24 @@ def explanation(settings: dict[str, Any], runs: bool = False) -> str:
     runs, whose marker is the run's own)."""
     longer = ("raise --max-update: the runs continue from their last checkpoint"
               if settings.get("max_update") else "more epochs, or --max-update")
+    if settings.get("until_converged"):
+        longer = ("raise the cap --max-update: the runs that reached it continue from their "
+                  "last checkpoint, the converged ones stay")
     who = "this run" if runs else "a run of this encoding or of the baseline"
     return (f"{MARK}: {who} was still improving when its "
             f"training stopped (its validation loss fell over the last {WINDOW:.0%} of its "
             "updates by more than the spread between seeds, or by more than "
             f"{ONE_SEED_FALL:.0%} with one seed): the difference may be training speed, not "
             f"final quality: train longer ({longer}).")
+
+
+def stopped_cell(record: dict[str, Any], patience: Optional[int]) -> str:
+    """The runs table's ``stopped`` cell: where and why (:func:`.stopping.describe`), and for
+    a run at the cap whether it was still improving there."""
+    said = describe(record, patience)
+    if record.get("stopped") == "cap" and record.get("still_improving") is not None:
+        said += f", still improving {MARK}" if record["still_improving"] else ", not improving"
+    return said
 
 
 def cell(record: dict[str, Any]) -> str:

@@ -27,13 +27,15 @@ from typing import Callable, Iterator, Optional, Sequence
 from ..evaluation import scoring
 from ..experiment.checkpoints import final_checkpoint
 from ..experiment.fairseq_run import logged_to, run_fairseq
-from ..experiment.trainlog import keep_earlier, last_update, words_per_second
+from ..experiment.trainlog import (history, keep_earlier, last_update, saved_update,
+                                   stopped_early, validation_losses, words_per_second)
 from ..launch.batch import Split
 from ..experiment.translate import translate
 from ..textprep.files import read_lines, write_text_atomic
 from .budget import earlier
 from .data import Corpus, inspect_sentence
-from .plan import Run, batch, train_args
+from . import placement, stopping
+from .plan import Run, batch, stored, train_args
 from .settings import Settings
 
 #: sacreBLEU's default BLEU (cased, 13a tokenization) and chrF, as ``posenc-score`` scores.
@@ -106,7 +108,7 @@ def run_one(settings: Settings, corpus: Corpus, run: Run, out: Path, batch_split
     """Every step of ``run`` that has not finished: train, translate and score every test
     split, inspect (seed 1)."""
     train(settings, corpus, run, out, step, batch_split)
-    checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
+    checkpoint = run.checkpoint(out)
     for test in corpus.tests:
         evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
     if run.seed == 1:
@@ -122,23 +124,29 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
         return
     batch_split = batch_split or batch(settings, 1)
     log = run.train_log(out)
-    last = run.save_dir(out) / "checkpoint_last.pt"
     keep_earlier(log)  # an earlier part: fairseq resumes from checkpoint_last.pt
-    resumed = (f", resuming at update {last_update(run.train_logs(out)[-1]) or 0}"
-               if last.exists() and run.train_logs(out) else "")
+    saved = (saved_update(run.train_logs(out))
+             if (run.save_dir(out) / "checkpoint_last.pt").exists() else None)
+    resumed = f", resuming at update {saved}" if saved else ""
     step(f"training{resumed} (log: {log})")
     started = time.monotonic()
-    with _watching(log, settings.max_update, step):
+    with _watching(log, settings.max_update, step, settings.until_converged):
         run_fairseq("fairseq-train", train_args(settings, corpus, run, out, batch_split),
                     log=log, say=lambda _: None)
+    logs = run.train_logs(out)
+    try:
+        stop = stopping.outcome(settings, history(logs), last_update(log), stopped_early(log))
+    except RuntimeError as e:
+        raise SystemExit(f"posenc-compare: {run.label}: {e}") from None
     checkpoint = final_checkpoint(run.save_dir(out), settings.checkpoint)
-    speeds = [v for v in map(words_per_second, run.train_logs(out)) if v is not None]
+    speeds = [v for v in map(words_per_second, logs) if v is not None]
     write_text_atomic(marker, json.dumps({
-        "checkpoint": str(checkpoint), "last_update": last_update(log),
+        "checkpoint": stored(checkpoint, out), "last_update": last_update(log), **stop,
         "budgets": [e["max_update"] for e in earlier(run.dir(out))] + [settings.max_update],
         "words_per_second": statistics.median(speeds) if speeds else None,
         "seconds_this_part": round(time.monotonic() - started, 1),
-        "batch": batch_split.to_json()}, indent=1) + "\n")
+        "batch": batch_split.to_json(), "placement": placement.here(batch_split.gpus)},
+        indent=1) + "\n")
 
 
 #: Seconds between the lines that report a training's progress.
@@ -146,11 +154,12 @@ WATCH_SECONDS = 60
 
 
 @contextlib.contextmanager
-def _watching(log: Path, max_update: Optional[int],
-              step: Callable[[str], None]) -> Iterator[None]:
+def _watching(log: Path, max_update: Optional[int], step: Callable[[str], None],
+              cap: bool = False) -> Iterator[None]:
     """While fairseq trains, a line every :data:`WATCH_SECONDS` with the update it has
     reached (read from its log) and, with ``--max-update``, the time this training needs
-    for the rest at its pace so far."""
+    for the rest at its pace so far; under ``--until-converged`` (``cap``) the best
+    validation so far instead, since where the run stops is not known ahead."""
     stop = threading.Event()
     started = time.monotonic()
     first = last_update(log) if log.exists() else None
@@ -167,6 +176,10 @@ def _watching(log: Path, max_update: Optional[int],
             if max_update and done > 0:
                 left = (time.monotonic() - started) / done * (max_update - update)
                 rest = f", this training about {duration(left)} more"
+            if cap:  # --until-converged: the cap is an upper bound, not the end
+                step(f"training: update {update} (at most {max_update}; best so far "
+                     f"{best_so_far(log)})")
+                continue
             step(f"training: update {update}" + (f" of {max_update}" if max_update else "")
                  + rest)
 
@@ -177,6 +190,12 @@ def _watching(log: Path, max_update: Optional[int],
     finally:
         stop.set()
         thread.join()
+
+
+def best_so_far(log: Path) -> str:
+    """``loss 3.912 at update 600`` (of the part of the training in ``log``), or ``none``."""
+    found = stopping.best(validation_losses(log))
+    return f"loss {found[1]:.3f} at update {found[0]}" if found else "none yet"
 
 
 def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: bool,
@@ -202,12 +221,13 @@ def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: b
     scored = scoring.score(translation.hypotheses, refs, METRIC, corpus.target_lang)
     write_text_atomic(result, json.dumps({
         "encoding": run.encoding, "seed": run.seed, "split": test.name,
-        "checkpoint": str(checkpoint), "sentences": len(refs),
+        "checkpoint": stored(checkpoint, out), "sentences": len(refs),
         "bleu": round(scored.bleu, 2), "chrf": round(scored.chrf, 2),
         "bleu_signature": scored.bleu_signature, "chrf_signature": scored.chrf_signature,
         "untranslated": sorted(translation.untranslated), "notes": translation.notes,
-        "hypotheses": str(translation.hyp_path), "references": str(test.reference),
-        "sources": str(test.source), **({"flags": list(flags)} if flags else {})},
+        "hypotheses": stored(translation.hyp_path, out),
+        "references": stored(test.reference, out), "sources": stored(test.source, out),
+        **({"flags": list(flags)} if flags else {})},
         indent=1) + "\n")
     step(f"{name}: BLEU {scored.bleu:.2f}, chrF {scored.chrf:.2f}")
 

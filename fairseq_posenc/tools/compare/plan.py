@@ -4,29 +4,29 @@ A run is one encoding and one seed. Runs are ordered seed by seed (every encodin
 seed, then every encoding's second, ...), so an interrupted comparison has results for
 every encoding as early as it can. Every run's ``fairseq-train`` gets the same flags
 (:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding and the
-seed differ, and seed ``k`` is the same for every encoding. Under ``--max-update`` every
-run validates often enough for the report to say whether it was still improving
-(:func:`.convergence.validation_flags`). The batch is ``--batch-tokens`` per update, split
+seed differ, and seed ``k`` is the same for every encoding. How a run validates, saves
+and stops is :mod:`.stopping`'s. The batch is ``--batch-tokens`` per update, split
 over the GPUs the launcher gives a run (:func:`batch`), so that it is the same on any.
 
 ``OUT/runs/ENCODING/seedK/``: ``checkpoints/`` (fairseq's save directory), ``train.log``
 (and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
 finished, ``tests/SPLIT/`` (fairseq-generate's output and log, the detokenized
 hypotheses, ``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures);
-``budgetU/`` keeps those of an earlier ``--max-update U`` (:mod:`.budget`).
+``budgetU/`` keeps those of an earlier ``--max-update U`` (:mod:`.budget`). The records keep
+paths inside ``OUT`` relative to it (:func:`stored`), so a copied or moved ``OUT`` works.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..experiment import trainlog
-from ..experiment.checkpoints import interval_flags
 from ..experiment.fairseq_run import USER_DIR
 from ..launch.batch import Split, split
-from .convergence import validation_flags
+from . import stopping
 from .data import Corpus
 from .settings import Settings
 
@@ -61,9 +61,46 @@ class Run:
     def inspect_dir(self, out: Path) -> Path:
         return self.dir(out) / "inspect"
 
+    def checkpoint(self, out: Path) -> Path:
+        """The checkpoint the run is evaluated with, as its ``trained.json`` says."""
+        return located(json.loads(self.trained(out).read_text())["checkpoint"], out)
+
+    def read_result(self, out: Path, split: str) -> Optional[dict[str, Any]]:
+        """The run's ``result.json`` of ``split`` (a directory under ``tests/``) with its
+        paths located (:func:`located`); None where it has not finished."""
+        path = self.result(out, split)
+        if not path.exists():
+            return None
+        result = json.loads(path.read_text())
+        for name in PATHS:
+            if name in result:
+                result[name] = str(located(result[name], out))
+        return result
+
     @property
     def label(self) -> str:
         return f"{self.encoding} seed {self.seed}"
+
+
+#: The paths a run's ``result.json`` keeps (:func:`stored`).
+PATHS = ("checkpoint", "hypotheses", "references", "sources")
+
+
+def stored(path: Path, out: Path) -> str:
+    """``path`` as a run's records keep it: relative to ``out`` where it lies inside it, so
+    that a copied or moved ``OUT`` works from its new place; absolute elsewhere (the
+    user's prepared data)."""
+    try:
+        return Path(path).resolve().relative_to(out.resolve()).as_posix()
+    except ValueError:
+        return str(Path(path).resolve())
+
+
+def located(value: str, out: Path) -> Path:
+    """A path that :func:`stored` kept, as a path here (records written before paths were
+    relative hold absolute ones)."""
+    path = Path(value)
+    return path if path.is_absolute() else out / path
 
 
 def runs(encodings: Sequence[str], seeds: int) -> list[Run]:
@@ -93,8 +130,7 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
         "--arch", arch(settings, run.encoding), "--seed", str(run.seed),
         "--save-dir", str(run.save_dir(out)), "--no-epoch-checkpoints",
         "--log-format", "simple", "--log-interval", "50",
-        *validation_flags(settings.max_update),
-        *interval_flags(settings.checkpoint, settings.max_update or 0),
+        *stopping.flags(settings),
         *settings.fairseq_train_flags(),
         *batch_split.flags(),
     ]
@@ -105,8 +141,6 @@ def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str
     """Each encoding's parameters, counted as ``posenc-params`` counts them: the model that
     ``fairseq-train`` builds from the comparison's flags over the data's joined dictionary.
     Kept in ``cache`` (building a model per encoding takes a moment)."""
-    import json
-
     from fairseq.data import Dictionary
 
     from ..params import count

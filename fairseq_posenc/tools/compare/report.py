@@ -60,15 +60,28 @@ def _short(checkpoint: Optional[str]) -> str:
     return "/".join(parts[-4:])
 
 
+def _speed(report: dict[str, Any]) -> str:
+    """How the runs were placed, or why the time per word is left out."""
+    speed = report.get("speed")
+    if not speed:  # a report.json written before the placement was recorded
+        return "how the runs were placed was not recorded"
+    return speed["placement"]
+
+
 def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -> list[Block]:
     s = report["settings"]
     baseline = report["baseline"]
     stop = (f"{s['max_update']} updates" if s["max_update"] else f"{s['max_epoch']} epochs")
+    if s.get("until_converged"):
+        stop = (f"until its validation loss stops improving ({s['patience']} validations "
+                f"without a new best, validating every {s['validate_every']} updates), at "
+                f"most {s['max_update']} updates,")
     seeds = f"{report['seeds']} seed" + ("s" if report["seeds"] > 1 else "")
     blocks: list[Block] = [
         ("h1", f"Position encodings on {s['data']}: {s['source_lang']} → {s['target_lang']}"),
         ("p", f"{len(report['encodings'])} encodings × {seeds}, baseline "
-              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` for {stop}"
+              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` "
+              f"{stop if s.get('until_converged') else 'for ' + stop}"
               f"{budget.note(report)} with "
               f"the same data, flags and seed k for its k-th run, evaluates the checkpoint "
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
@@ -104,8 +117,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                          f"{r['params_added']:+,}", _num(r["speed_ratio"])] for r in rows]))
         blocks.append(("p", reading + " `Δ`: the mean over seeds minus the baseline's; + is "
                        "better. `time per word`: training time per word over the baseline's, "
-                       "from fairseq's words per second (same machine, runs one after the "
-                       "other)."))
+                       f"from fairseq's words per second: {_speed(report)}."))
         blocks += convergence.notes(rows, s)
         if rows[0]["buckets"]:
             first = rows[0]["buckets"]
@@ -129,11 +141,11 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
             blocks.append(("h2", "Training"))
         if (pictures / name).exists():
             blocks.append(("img", pictures / name, alt))
-    blocks.append(("table", ["encoding", "seed", "checkpoint", "words per second",
+    blocks.append(("table", ["encoding", "seed", "stopped", "checkpoint", "words per second",
                              *(f"{t} BLEU / chrF" for t in s["tests"]), "still improving"],
                    [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving")),
-                     str(r["seed"]), f"`{_short(r['checkpoint'])}`",
-                     _num(r["words_per_second"], 0),
+                     str(r["seed"]), convergence.stopped_cell(r, s.get("patience")),
+                     f"`{_short(r['checkpoint'])}`", _num(r["words_per_second"], 0),
                      *(f"{r['tests'][t]['bleu']:.2f} / {r['tests'][t]['chrf']:.2f}"
                        if t in r["tests"] else "not yet" for t in s["tests"]),
                      convergence.cell(r)]

@@ -5,7 +5,8 @@ runs train) and may change what the report shows (the baseline, the length bins)
 other setting decides what a run computes, so a rerun with a different value would mix
 runs that are not comparable: :func:`differences` names them and the command stops before
 training (``--force`` starts over). A larger ``--max-update`` is the exception: the
-runs continue from their last checkpoint (:mod:`.budget`).
+runs continue from their last checkpoint (:mod:`.budget`); under ``--until-converged`` it
+raises the cap, and only the runs that reached it continue.
 
 The recipes per model size are the flags every ``fairseq-train`` gets before the user's
 ``--train-args``: ``tiny`` is the demo's (2+2 layers, 128 wide; trains on a CPU in
@@ -83,6 +84,12 @@ class Settings:
     #: --batch-tokens: tokens per update, whatever the GPUs
     #: (:mod:`fairseq_posenc.tools.launch.batch`)
     batch_tokens: int = EARLIER_BATCH_TOKENS
+    #: --until-converged: each run stops after ``patience`` validations every
+    #: ``validate_every`` updates without a new best, ``max_update`` is the cap
+    #: (:mod:`.stopping`)
+    until_converged: bool = False
+    patience: Optional[int] = None
+    validate_every: Optional[int] = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -90,9 +97,10 @@ class Settings:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
-        # written before --train-max-len or --batch-tokens existed; "launch" records how the
-        # runs were split over GPUs, not what they compute
+        # written before --train-max-len, --batch-tokens or --until-converged existed;
+        # "launch" records how the runs were split over GPUs, not what they compute
         obj = {"train_max_len": None, "batch_tokens": EARLIER_BATCH_TOKENS,
+               "until_converged": False, "patience": None, "validate_every": None,
                **{k: v for k, v in obj.items() if k != "launch"}}
         unknown = set(obj) - fields
         if unknown or fields - set(obj):

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, chrf_bootstrap,
                           score)
-from ..experiment.trainlog import validation_losses
+from ..experiment.trainlog import history
 from ..textprep.files import read_lines, write_text_atomic
-from . import budget, convergence, extrapolation
+from . import budget, convergence, extrapolation, placement
 from .data import Corpus, TestSplit, source_lengths
 from .execute import METRIC
 from .plan import Run, arch, runs as plan_runs
@@ -56,6 +56,10 @@ def _mean_sd(values: Sequence[float]) -> tuple[Optional[float], Optional[float]]
     return round(statistics.mean(values), 2), None if sd is None else round(sd, 2)
 
 
+#: Where a run stopped, from its ``trained.json`` (:func:`.stopping.outcome`).
+STOP = ("stopped", "stopped_at", "best_update", "best_loss")
+
+
 def run_records(out: Path, settings: Settings, runs: Sequence[Run]) -> list[dict[str, Any]]:
     records = []
     for run in runs:
@@ -72,9 +76,12 @@ def run_records(out: Path, settings: Settings, runs: Sequence[Run]) -> list[dict
             "tests": tests,
             "words_per_second": trained["words_per_second"] if trained else None,
             "finished": bool(trained) and len(tests) == len(settings.tests),
-            "validation": [list(v) for log in run.train_logs(out)
-                           for v in validation_losses(log)],
-            **budget.history(run.dir(out), settings.max_update, bool(trained)),
+            "validation": [list(v) for v in history(run.train_logs(out))],
+            **{k: (trained or {}).get(k) for k in STOP},
+            "placement": (trained or {}).get("placement"),
+            # a run that converged keeps the cap it was trained under
+            **budget.history(run.dir(out), (trained or {}).get(
+                "budgets", [settings.max_update])[-1], bool(trained)),
         })
     convergence.annotate(records)
     return records
@@ -144,18 +151,19 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
     runs = plan_runs(encodings, seeds)
     records = run_records(out, settings, runs)
     train_max = limit.longest_source if limit else max(source_lengths(corpus, "train"))
+    comparable, placed = placement.speeds([r["placement"] for r in records if r["checkpoint"]])
     speed = {}
     for encoding in encodings:
         values = [r["words_per_second"] for r in records
                   if r["encoding"] == encoding and r["words_per_second"]]
-        speed[encoding] = statistics.mean(values) if values else None
+        speed[encoding] = statistics.mean(values) if values and comparable else None
     summary, scored = [], {}
     rows = [(e, e, None) for e in encodings] + [(v.name, v.encoding, v) for v in variants]
     for test in corpus.tests:
         lengths = source_lengths(corpus, test.subset)
         beyond = [i for i, n in enumerate(lengths) if n > train_max]
         refs = read_lines(test.reference)
-        done = {e: {r.seed: _json(r.result(out, test.name)) for r in runs
+        done = {e: {r.seed: r.read_result(out, test.name) for r in runs
                     if r.encoding == e and r.result(out, test.name).exists()}
                 for e in encodings}
         for v in variants:
@@ -197,6 +205,7 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "cleaning": corpus.prepared.get("cleaning"), "pairs": corpus.prepared.get("pairs"),
         "bins": [[lo, None if hi == float("inf") else hi] for lo, hi in bins],
         "variants": [v.to_json() for v in variants], "runs": records, "summary": summary,
+        "speed": {"comparable": comparable, "placement": placed},
     }
     extrapolation.add_entries(report, corpus, limit, scored)
     return report

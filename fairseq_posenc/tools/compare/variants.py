@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import json
 import logging
 import re
 import shlex
@@ -61,10 +60,9 @@ class Variant:
 
     def result(self, run: Run, out: Path, split: str) -> Optional[dict[str, Any]]:
         """The run's ``result.json`` of ``split`` with these flags (None: not yet)."""
-        path = run.result(out, self.test_dir(split))
-        if not path.exists():
+        result = run.read_result(out, self.test_dir(split))
+        if result is None:
             return None
-        result = json.loads(path.read_text())
         return result if tuple(result.get("flags", ())) == self.flags else None
 
     def to_json(self) -> dict[str, Any]:
@@ -179,7 +177,7 @@ def translate_all(settings: Settings, corpus: Corpus, runs: Sequence[Run],
         for run in runs:
             if run.encoding != variant.encoding or not run.trained(out).exists():
                 continue
-            checkpoint = Path(json.loads(run.trained(out).read_text())["checkpoint"])
+            checkpoint = run.checkpoint(out)
             for test in corpus.tests:
                 if variant.result(run, out, test.name) is not None:
                     continue

@@ -6,9 +6,13 @@ The lines read, as fairseq writes them (the logger's name is the statistics' tag
     ... | INFO | train_inner | epoch 001:     10 / 28 loss=9.259, ..., wps=344.1, ..., num_updates=10
     ... | INFO | train | epoch 001 | loss 8.43 | ... | wps 623.7 | ... | num_updates 28 | ...
     ... | INFO | valid | epoch 001 | valid on 'valid' subset | loss 7.754 | ... | num_updates 20
+    ... | INFO | fairseq.checkpoint_utils | Saved checkpoint .../checkpoint_2_40.pt (epoch 2 @ 40 updates, ...
+    ... | INFO | fairseq.trainer | Loaded checkpoint .../checkpoint_last.pt (epoch 2 @ 40 updates)
+    ... | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for last 5 runs
 
 ``train_inner`` is a progress line (every ``--log-interval`` updates), ``train`` the
-average of an epoch, ``valid`` a validation.
+average of an epoch, ``valid`` a validation; a checkpoint is saved after its validation, and
+the line is written once every copy of it (``checkpoint_last.pt``, ``checkpoint_best.pt``) is.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from __future__ import annotations
 import re
 import statistics
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 _PROGRESS = re.compile(r"\| train_inner \| .*\bwps=([^,\s]+)")
 _EPOCH = re.compile(r"\| train \| .*\| wps ([^\s|]+)")
 _VALID = re.compile(r"\| valid on 'valid' subset \|")
 _LOSS = re.compile(r"\| loss ([^\s|]+)")
 _UPDATES = re.compile(r"\bnum_updates[= ](\d+)")
+_SAVED = re.compile(r"\| Saved checkpoint .* \(epoch \d+ @ (\d+) updates")
+_LOADED = re.compile(r"\| Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
+_EARLY_STOP = "early stop since valid performance hasn't improved"
 
 
 def _lines(log: Path) -> Iterator[str]:
@@ -53,6 +60,43 @@ def validation_losses(log: Path) -> list[tuple[int, float]]:
             if loss and updates:
                 out.append((int(updates.group(1)), float(loss.group(1))))
     return out
+
+
+def history(logs: Sequence[Path]) -> list[tuple[int, float]]:
+    """The validations ``(num_updates, loss)`` of a training logged in parts (``logs``,
+    oldest first: :func:`parts`), as the training that went on kept them: a part that
+    resumed from a checkpoint of update ``U`` (or from nothing: ``U = 0``) discards what the
+    parts before it validated after ``U``, since fairseq trains those updates again."""
+    kept: list[tuple[int, float]] = []
+    for log in logs:
+        start = resumed_at(log) or 0
+        kept = [(u, loss) for u, loss in kept if u <= start] + validation_losses(log)
+    return kept
+
+
+def resumed_at(log: Path) -> Optional[int]:
+    """The update of the checkpoint the training that wrote ``log`` started from (None: it
+    started from nothing)."""
+    for line in _lines(log):
+        if match := _LOADED.search(line):
+            return int(match.group(1))
+    return None
+
+
+def saved_update(logs: Sequence[Path]) -> Optional[int]:
+    """The update of the last checkpoint these parts saved (``checkpoint_last.pt``'s, where
+    it was not removed since): the update a resumed training starts from."""
+    found = None
+    for log in logs:
+        for line in _lines(log):
+            if match := _SAVED.search(line):
+                found = int(match.group(1))
+    return found
+
+
+def stopped_early(log: Path) -> bool:
+    """Whether fairseq stopped the training that wrote ``log`` by ``--patience``."""
+    return any(_EARLY_STOP in line for line in _lines(log))
 
 
 def last_update(log: Path) -> Optional[int]:

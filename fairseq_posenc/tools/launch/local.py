@@ -10,6 +10,7 @@ its logs, and the others go on.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -21,6 +22,10 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .tasks import Task, tail, write_record
+
+#: The environment variable that tells a run how it shares the machine
+#: (:mod:`fairseq_posenc.tools.compare.placement` reads it).
+PLACEMENT = "POSENC_PLACEMENT"
 
 #: Seconds between looks at the workers; a progress line is printed when a step changes,
 #: or every HEARTBEAT seconds.
@@ -67,8 +72,12 @@ class Slots:
         envs = []
         for i in range(n):
             env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+            sharing = 0
             if groups:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(groups[i % len(groups)])
+                sharing = sum(j % len(groups) == i % len(groups) for j in range(n))
+            # how the run shares the machine, for the report's speed column
+            env[PLACEMENT] = json.dumps({"at_once": n, "per_gpu": sharing})
             envs.append(env)
         return cls(tuple(envs))
 
