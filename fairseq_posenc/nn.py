@@ -131,8 +131,8 @@ class PositionStack:
                  causal: bool, max_len: int = 1024, pos_layers: Optional[str] = None,
                  **options: Any) -> None:
         head_dim = check.heads(embed_dim, num_heads)
-        num_layers, max_len = check.count("num_layers", num_layers), check.count("max_len",
-                                                                                 max_len)
+        num_layers = check.count("num_layers", num_layers)
+        max_len = check.count("max_len", max_len)
         causal = check.switch("causal", causal)
         cls = _encoding_class(encoding)
         if cls.at_input:
