@@ -15,6 +15,10 @@ plugin's, on CPU or GPU.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
   ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
 * :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
+
+Wrong arguments (sizes, shapes, a float padding mask, a cache of another batch) are a
+``TypeError`` or ``ValueError`` that names them, before any work:
+:mod:`fairseq_posenc.nn_checks`.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Iterator, Optional, Union
 import torch
 from torch import Tensor, nn
 
+from . import nn_checks as check
 from .core.attention_core import AttachedPositions, Buffer, PositionalAttentionCore, cached_length
 from .core.context import PositionContext, PositionScope
 from .core.encodings import ENCODINGS
@@ -125,6 +130,10 @@ class PositionStack:
     def __init__(self, encoding: str, *, num_layers: int, embed_dim: int, num_heads: int,
                  causal: bool, max_len: int = 1024, pos_layers: Optional[str] = None,
                  **options: Any) -> None:
+        head_dim = check.heads(embed_dim, num_heads)
+        num_layers = check.count("num_layers", num_layers)
+        max_len = check.count("max_len", max_len)
+        causal = check.switch("causal", causal)
         cls = _encoding_class(encoding)
         if cls.at_input:
             raise ValueError(
@@ -132,20 +141,19 @@ class PositionStack:
                 f"fairseq_posenc.nn.PositionEmbedding({encoding!r}, embed_dim) to the input "
                 "and use plain self-attention (PositionalSelfAttention with encoding=None). "
                 f"Attention-level encodings: {', '.join(encoding_names(False))}")
-        if embed_dim % num_heads:
-            raise ValueError(f"embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
         args = encoding_arguments(cls, options, pos_layers)
         self.name, self.num_layers, self.causal = encoding, num_layers, causal
         self.embed_dim, self.num_heads, self.max_len = embed_dim, num_heads, max_len
         #: Per layer, its encoding (None: plain self-attention).
         self.encodings: list[Optional[PositionEncoding]] = cls.build_stack(
-            args, num_layers, num_heads=num_heads, head_dim=embed_dim // num_heads,
+            args, num_layers, num_heads=num_heads, head_dim=head_dim,
             causal=causal, max_positions=max_len)
         self.scope = PositionScope()
 
     def layer(self, index: int) -> AttachedPositions:
         """The terms of layer ``index``, read through the stack's scope."""
-        return AttachedPositions.of(self.encodings[index], self.scope)
+        return AttachedPositions.of(self.encodings[check.layer_index(index, self.num_layers)],
+                                    self.scope)
 
     @contextlib.contextmanager
     def context(self, cache: Optional["DecodingCache"] = None) -> Iterator[PositionContext]:
@@ -174,9 +182,17 @@ class DecodingCache:
         """The number of positions cached (the position of the next step's token)."""
         return max((cached_length(b) for b in self._buffers.values()), default=0)
 
+    @property
+    def rows(self) -> Optional[int]:
+        """The number of sequences cached (the batch of the next step); None while empty."""
+        return next((b["prev_key"].size(0) for b in self._buffers.values()
+                     if b.get("prev_key") is not None), None)
+
     def reorder(self, order: Tensor) -> "DecodingCache":
-        """Keep the rows ``order`` of every buffer (beam search: the hypotheses that
-        continue, each as often as it is extended); returns the cache."""
+        """Keep the rows ``order`` (a 1-D integer tensor) of every buffer (beam search: the
+        hypotheses that continue, each as often as it is extended; ``len(order)`` is the
+        next step's batch); returns the cache."""
+        check.reorder_index(order, self.rows)
         for buffer in self._buffers.values():
             for name, value in buffer.items():
                 if value is not None:
@@ -209,6 +225,8 @@ class PositionalSelfAttention(PositionalAttentionCore, nn.Module):
                  max_len: int = 1024, dropout: float = 0.0, layer: int = 0,
                  **options: Any) -> None:
         nn.Module.__init__(self)
+        head_dim = check.heads(embed_dim, num_heads)
+        causal, max_len = check.switch("causal", causal), check.count("max_len", max_len)
         if isinstance(encoding, PositionStack):
             if options:
                 raise TypeError(f"options {sorted(options)} belong to the PositionStack")
@@ -218,16 +236,19 @@ class PositionalSelfAttention(PositionalAttentionCore, nn.Module):
                         if getattr(encoding, name) != mine}
             if mismatch:
                 raise ValueError(f"the layer and its PositionStack differ: {mismatch}")
+            check.layer_index(layer, encoding.num_layers)
         elif encoding is not None:
+            if layer != 0:
+                raise ValueError(f"layer is an index into a PositionStack, got {layer!r} with "
+                                 f"encoding {encoding!r}: build a PositionStack for several "
+                                 "layers, or leave layer at 0")
             encoding = PositionStack(encoding, num_layers=1, embed_dim=embed_dim,
                                      num_heads=num_heads, causal=causal, max_len=max_len,
                                      **options)
-            if layer:
-                raise ValueError("layer is an index into a PositionStack")
         elif options:
             raise TypeError(f"plain self-attention has no options, got {sorted(options)}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
-        self.head_dim = embed_dim // num_heads
+        self.head_dim = head_dim
         self.scaling = self.head_dim ** -0.5
         self.causal = causal
         self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
@@ -247,12 +268,19 @@ class PositionalSelfAttention(PositionalAttentionCore, nn.Module):
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
                 cache: Optional[DecodingCache] = None) -> Tensor:
-        """``x``: ``(batch, time, embed_dim)``; ``padding_mask``: ``(batch, time)``, True
-        at padding (``key_padding_mask``'s convention). Returns ``(batch, time,
-        embed_dim)``. With ``cache``, ``x`` holds the positions after those the cache
-        holds (a decoding step: one), which attend to the cached ones too, and the cache
-        is extended in place; the outputs equal those of the full forward over the whole
-        sequence."""
+        """``x``: ``(batch, time, embed_dim)``, floating point; ``padding_mask``: ``(batch,
+        time)`` of bool, True at padding (``key_padding_mask``'s convention; a float or
+        integer mask is refused, and a ``(time, batch)`` one too unless batch equals time,
+        where its shape cannot tell). Returns ``(batch, time, embed_dim)``. With ``cache``
+        (causal layers only), ``x`` holds the positions after those the cache holds (a
+        decoding step: one), one row per sequence cached, which attend to the cached ones
+        too, and the cache is extended in place; the outputs equal those of the full
+        forward over the whole sequence. Wrong arguments are a ``TypeError`` or
+        ``ValueError`` before any work (:mod:`fairseq_posenc.nn_checks`)."""
+        batch, time = check.sequence(x, self.embed_dim)
+        check.padding_mask(padding_mask, batch, time)
+        if cache is not None:
+            check.cache_call(cache, DecodingCache, self.causal, batch)
         query = x.transpose(0, 1)
         saved = None if cache is None else cache.buffer(self)
         q_len = x.size(1)
@@ -291,6 +319,7 @@ class PositionEmbedding(nn.Module):
     def __init__(self, encoding: str, embed_dim: int, max_len: int = 1024,
                  **options: Any) -> None:
         super().__init__()
+        embed_dim, max_len = check.count("embed_dim", embed_dim), check.count("max_len", max_len)
         cls = _encoding_class(encoding)
         if not cls.at_input:
             raise ValueError(
@@ -301,6 +330,9 @@ class PositionEmbedding(nn.Module):
         self.encoding, self.embed_dim, self.max_len = encoding, embed_dim, max_len
         self.none, self.learned = cls.fairseq_flags  # (no embeddings, a learned table)
         self.draw = cls.position_draw(args)  # shape's shift in training, else None
+        if not (self.none or self.learned) and embed_dim < 4:  # two frequencies at least
+            raise ValueError(f"{encoding!r} needs embed_dim of at least 4 (sines and cosines "
+                             f"of two frequencies or more), got {embed_dim}")
         if self.learned:
             self.weight = nn.Parameter(torch.empty(max_len, embed_dim))
             nn.init.normal_(self.weight, mean=0.0, std=embed_dim ** -0.5)
@@ -309,19 +341,23 @@ class PositionEmbedding(nn.Module):
 
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None,
                 offset: int = 0) -> Tensor:
-        """The embeddings of the positions of ``x`` (``(batch, time, ...)``), in its dtype:
-        ``(time, embed_dim)`` where every row has the positions ``offset .. offset + time
-        - 1``, else ``(batch, time, embed_dim)`` (padding: the count of real tokens, zero
-        rows at padding; shape's shift in training). ``offset``: the positions before
-        ``x``, for a decoding step (``len(cache)``)."""
-        batch, length = x.shape[:2]
+        """The embeddings of the positions of ``x`` (``(batch, time, ...)``, floating
+        point), in its dtype: ``(time, embed_dim)`` where every row has the positions
+        ``offset .. offset + time - 1``, else ``(batch, time, embed_dim)`` (padding: the
+        count of real tokens, zero rows at padding; shape's shift in training).
+        ``padding_mask``: as :meth:`PositionalSelfAttention.forward`'s, ``(batch, time)``
+        of bool, True at padding. ``offset``: the positions before ``x``, 0 or more, for a
+        decoding step (``len(cache)``)."""
+        batch, length = check.sequence(x)
+        check.padding_mask(padding_mask, batch, length)
+        offset = check.count("offset", offset, minimum=0)
         positions = offset + (real_positions(padding_mask, length, x.device)
                               if padding_mask is not None
                               else torch.arange(length, device=x.device))
         if self.training and self.draw is not None:
             mask = (padding_mask if padding_mask is not None
                     else torch.zeros(batch, length, dtype=torch.bool, device=x.device))
-            positions = self.draw(mask.to(torch.bool))
+            positions = self.draw(mask)
         if self.none:
             return x.new_zeros(*positions.shape, self.embed_dim)
         largest = int(positions.max()) if positions.numel() else 0
@@ -335,7 +371,7 @@ class PositionEmbedding(nn.Module):
                 self.table = sinusoid_table(2 * largest + 1, self.embed_dim).to(self.table)
             rows = self.table[positions]
         if padding_mask is not None:
-            rows = rows.masked_fill(padding_mask.to(torch.bool)[..., None], 0.0)
+            rows = rows.masked_fill(padding_mask[..., None], 0.0)
         return rows.to(x.dtype)
 
 
