@@ -112,7 +112,7 @@ def cache_call(cache: Any, kind: type, causal: bool, batch: int) -> None:
 
 def reorder_index(order: Any, rows: Optional[int]) -> None:
     """``order``: a 1-D integer tensor of rows of a cache of ``rows`` sequences (None:
-    empty, any index)."""
+    empty, any index); rows in range where it is on the CPU."""
     if not isinstance(order, Tensor):
         raise TypeError(f"order must be a tensor of row indices, got {type(order).__name__}")
     if order.dtype not in (torch.int64, torch.int32):
@@ -121,7 +121,9 @@ def reorder_index(order: Any, rows: Optional[int]) -> None:
     if order.dim() != 1:
         raise ValueError(f"order must be 1-D, one row index per sequence kept, got shape "
                          f"{tuple(order.shape)}")
-    if rows is not None and order.numel():
+    # on a GPU the range is left to index_select's own device-side check: reading it here
+    # would make every beam step wait for the device
+    if rows is not None and order.numel() and order.device.type == "cpu":
         low, high = int(order.min()), int(order.max())
         if low < 0 or high >= rows:
             raise ValueError(f"order holds row {low if low < 0 else high}, but the cache "
