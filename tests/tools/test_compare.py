@@ -92,24 +92,35 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
     resumed = re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)",
                         (killed / "train.log").read_text())
     assert resumed and int(resumed.group(1)) > 0, "the killed run did not resume"
-    assert "sinusoidal seed 2: training, resuming at update" in again
+    # from the last checkpoint the killed part saved, at its last validation or after it:
+    # a checkpoint at every validation, so a kill loses at most one validation interval
+    killed_log = (killed / "train.1.log").read_text()
+    saved = re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", killed_log)
+    validated = re.findall(r"valid on 'valid' subset .* num_updates (\d+)", killed_log)
+    assert int(resumed.group(1)) == int(saved[-1]) >= int(validated[-1]) - 1
+    assert f"sinusoidal seed 2: training, resuming at update {saved[-1]} " in again
 
     report = json.loads((out / "report.json").read_text())
     assert [(r["encoding"], r["seed"]) for r in report["runs"]] == [
         ("sinusoidal", 1), ("t5", 1), ("sinusoidal", 2), ("t5", 2)]
     assert all(r["finished"] and r["words_per_second"] for r in report["runs"])
+    # the validation curves as the trainings kept them: one point per update, in order, the
+    # killed part's validations after its checkpoint replaced by the resumed part's
+    for r in report["runs"]:
+        updates = [u for u, _ in r["validation"]]
+        assert updates == sorted(set(updates)) and updates[-1] == 12, r["validation"]
     # every run's scores are sacreBLEU's command line on its files
     cli_scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for run in report["runs"]:
         for split, result in run["tests"].items():
             ref = out / "data" / "raw" / f"{split}.de"
-            bleu, chrf = sacrebleu_cli(str(ref), "-i", result["hypotheses"], "-m", "bleu",
+            bleu, chrf = sacrebleu_cli(str(ref), "-i", str(out / result["hypotheses"]), "-m", "bleu",
                                        "chrf", "-w", "6")
             assert result["bleu"] == pytest.approx(bleu["score"], abs=0.006)
             assert result["chrf"] == pytest.approx(chrf["score"], abs=0.006)
             cli_scores.setdefault((split, run["encoding"]), []).append(
                 (bleu["score"], chrf["score"]))
-    hyps = {(r["encoding"], r["seed"], s): t["hypotheses"]
+    hyps = {(r["encoding"], r["seed"], s): str(out / t["hypotheses"])
             for r in report["runs"] for s, t in r["tests"].items()}
     for row in report["summary"]:
         scores = cli_scores[(row["split"], row["encoding"])]
@@ -141,6 +152,18 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
         assert (out / "report" / link).resolve().is_file(), link
     assert "## test_long: 4 sentences, 4 longer than any training source" in (
         out / "report.md").read_text()
+
+    # a moved OUT works from its new place: nothing trains again, its own files are read
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    said = compare(moved, raw, 2)
+    assert all(f"{e} seed {k}: finished before, kept" in said for e in ENCODINGS for k in (1, 2))
+    runs = json.loads((moved / "report.json").read_text())["runs"]
+    assert [(r["tests"], r["checkpoint"]) for r in runs] == [
+        (r["tests"], r["checkpoint"]) for r in report["runs"]]
+    for r in runs:
+        assert (moved / r["checkpoint"]).is_file() and not Path(r["checkpoint"]).is_absolute()
+        assert all((moved / t["hypotheses"]).is_file() for t in r["tests"].values())
 
 
 def run_main(args: list[str], capsys) -> str:

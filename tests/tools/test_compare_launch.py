@@ -45,7 +45,7 @@ def scores(out: Path) -> dict:
     """Every run's BLEU, chrF and hypotheses per split."""
     report = json.loads((out / "report.json").read_text())
     return {(r["encoding"], r["seed"], split): (t["bleu"], t["chrf"],
-                                                Path(t["hypotheses"]).read_text())
+                                                (out / t["hypotheses"]).read_text())
             for r in report["runs"] for split, t in r["tests"].items()}
 
 
