@@ -161,7 +161,7 @@ def _length_tables(rows: Sequence[dict[str, Any]], settings: dict[str, Any],
                     "the output's length (Varis and Bojar 2021, EMNLP). " + text)
         if any(is_few(b["sentences"]) for b in first):
             text += " " + FEW_NOTE + "."
-        if edges and short(edges[side]):
+        if side == "target" and edges and short(edges[side]):
             text += " " + SHORT_NOTE + "."
         out.append(("p", text))
         out += convergence.notes(rows, settings)

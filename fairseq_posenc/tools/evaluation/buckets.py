@@ -34,10 +34,10 @@ from .scoring import score
 #: Moses tokens per raw source sentence (the sources' language).
 source_lengths = moses_lengths
 
-#: What a table says under bins of sentences too short for BLEU's 4-grams (:func:`short`).
-SHORT_NOTE = ("BLEU counts matching 4-grams, which sentences of 3 tokens or fewer lack: in a bin "
-              "of them (by reference length always, by source length mostly) BLEU is 0 or "
-              "near it whatever the translation; compare chrF there")
+#: What a table by reference length says under bins too short for BLEU's 4-grams
+#: (:func:`short`).
+SHORT_NOTE = ("BLEU counts matching 4-grams, which references of 3 tokens or fewer lack: in a "
+              "bin of them BLEU is 0 or near it whatever the translation; compare chrF there")
 
 #: What a table or plot says of a bucket marked few.
 FEW_NOTE = (f"`few`: fewer than {FEW} sentences in the bin, too few for its score to weigh as "
@@ -99,7 +99,8 @@ def by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], 
 
 
 def short(bins: Bins) -> bool:
-    """Whether a bin holds only sentences of 3 tokens or fewer (:data:`SHORT_NOTE`)."""
+    """Whether a bin holds only sentences of 3 tokens or fewer (:data:`SHORT_NOTE`); a bin's
+    ``high`` may be None for the open-ended last (``report.json``'s edges)."""
     return any(high is not None and high <= 3 for _low, high in bins)
 
 
@@ -132,13 +133,13 @@ def check_labels(rows: Mapping[str, Sequence[BucketScore]], bins: Optional[Bins]
 
 
 def bucket_table(rows: Mapping[str, Sequence[BucketScore]], *,
-                 bins: Optional[Bins] = None, by: str = "source length") -> str:
+                 bins: Optional[Bins] = None, by: str = "source length",
+                 notes: Sequence[str] = ()) -> str:
     """Markdown: one row per system, one column per bin (its sentence count in the header,
     ``few`` when few, and a line under the table saying what that means), each cell
     ``BLEU / chrF``. Every system must have been scored on the same test set (and, when
-    ``bins`` is given, with those bins, and a bin of sentences too short for BLEU says so).
-    The columns are the buckets' own labels, so any bins render; ``by`` names what they
-    bin."""
+    ``bins`` is given, with those bins). The columns are the buckets' own labels, so any
+    bins render; ``by`` names what they bin, ``notes`` go under the table too."""
     if not rows:
         return ""
     check_labels(rows, bins)
@@ -151,8 +152,7 @@ def bucket_table(rows: Mapping[str, Sequence[BucketScore]], *,
     lines = [head, "|---|" + "---|" * len(first)]
     lines += [f"| {name} | " + " | ".join(_cell(b) for b in buckets) + " |"
               for name, buckets in rows.items()]
-    notes = [FEW_NOTE] * any(b.few for b in first) + [SHORT_NOTE] * (bins is not None
-                                                                    and short(bins))
+    notes = ([FEW_NOTE] if any(b.few for b in first) else []) + list(notes)
     if notes:
         lines += ["", ". ".join(notes) + "."]
     return "\n".join(lines)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .bins import FEW, MAX_BINS, Bins, bin_label, bins_from_edges, moses_lengths, quantile_bins
-from .buckets import BucketScore, bucket_table, by_length, plot_buckets
+from .buckets import SHORT_NOTE, BucketScore, bucket_table, by_length, plot_buckets, short
 from .scoring import METRICS, score
 from .significance import ALPHA, N_RESAMPLES, Comparison, paired_bootstrap
 
@@ -198,7 +198,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"({N_RESAMPLES} resamples) against {baseline}.")
     if by_source:
         tables = (bucket_table(by_source, bins=src_bins) + "\n\n"
-                  + bucket_table(by_target, bins=ref_bins, by="reference length"))
+                  + bucket_table(by_target, bins=ref_bins, by="reference length",
+                                 notes=[SHORT_NOTE] if short(ref_bins) else []))
         print("\nBLEU / chrF by source length and by reference length (Moses tokens):\n"
               + tables)
     if args.out:
