@@ -152,11 +152,16 @@ def test_three_bins_of_thirty_where_no_length_holds_too_many():
     assert min(checked.values()) > 10, checked  # every case occurred
 
 
-def test_bad_lengths_say_what_is_wrong():
+def test_bad_lengths_say_what_is_wrong(tmp_path):
     with pytest.raises(ValueError, match="the test set is empty"):
         quantile_bins([])
     with pytest.raises(ValueError, match="3 lengths for 2 sentences"):
         by_length(["a", "b"], ["a", "b"], ["a", "b"], "cased", "en", "de", lengths=[1, 2, 3])
+    (tmp_path / "test.de").write_text("")
+    (tmp_path / "test.en").write_text("")
+    with pytest.raises(SystemExit, match="test.de has no lines; give the references"):
+        score_main(["--ref", str(tmp_path / "test.de"), "--src", str(tmp_path / "test.en"),
+                    "--hyp", str(tmp_path / "test.de")])
 
 
 def test_few_bins_are_marked_in_the_table_and_json():

@@ -115,7 +115,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              f"set's own bins, up to {MAX_BINS} of as equal counts as its "
                              f"lengths allow, each of at least {FEW} sentences (one bin "
                              f"below {2 * FEW} sentences). A bin of fewer than {FEW} "
-                             "sentences is marked few")
+                             "sentences is marked few; no bin gets a p-value or *")
     parser.add_argument("--out", type=Path, help="write scores.json, buckets.md, buckets.png")
     parser.add_argument("--title", default="BLEU and chrF by source and reference length",
                         help="title of buckets.png (default: %(default)s)")
