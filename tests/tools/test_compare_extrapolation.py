@@ -21,10 +21,10 @@ import pytest
 import sacrebleu
 
 import tests.support.cli_utils as cu
+from tests.support.compare_reports import fake_result, write_prepared
 from fairseq_posenc.tools.compare import cli, extrapolation, report as report_mod, summary, variants
 from fairseq_posenc.tools.compare import settings as settings_mod
 from fairseq_posenc.tools.compare.plan import Run
-from fairseq_posenc.tools.textprep.text import TOKENIZER
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC, TGT = cu.SRC, cu.TGT
@@ -51,28 +51,16 @@ def prepared(tmp_path_factory) -> Path:
     """A prepared directory as posenc-prepare-corpus leaves one (bin/, bpe/bpe.json, raw/,
     prepared.json), a word a token: 1,200 training pairs of 2-30 source words whose
     targets have up to 4 words more, and the test set of TEST_WORDS."""
-    root = tmp_path_factory.mktemp("extrapolation") / "prepared"
-    raw = root / "raw"
-    raw.mkdir(parents=True)
     rng = random.Random(5)
-    splits = {
+    sources = {
         "train": [_sentence(rng, rng.randint(2, 30)) for _ in range(TRAIN_PAIRS)],
         "valid": [_sentence(rng, rng.randint(3, 12)) for _ in range(20)],
         "test": [_sentence(rng, n) for n in TEST_WORDS],
     }
-    for split, sources in splits.items():
-        cu.write_lines(raw / f"{split}.{SRC}", (" ".join(s) for s in sources))
-        cu.write_lines(raw / f"{split}.{TGT}", (
-            " ".join(cu.translate(s) + ["T0"] * (rng.randint(0, 4) if split == "train" else 0))
-            for s in sources))
-    cu.preprocess_translation_data(raw, root / "bin")
-    (root / "bpe").mkdir()
-    (root / "bpe" / "bpe.json").write_text(json.dumps(
-        {"bpe": "subword-nmt", "langs": [SRC, TGT], "tokenizer": TOKENIZER}))
-    (root / "prepared.json").write_text(json.dumps(
-        {"tests": ["test"], "valid": "valid",
-         "pairs": {"train": TRAIN_PAIRS, "valid": 20, "test": len(TEST_WORDS)}}))
-    return root
+    splits = {split: (s, [cu.translate(x) + ["T0"] * (rng.randint(0, 4) if split == "train"
+                                                       else 0) for x in s])
+              for split, s in sources.items()}
+    return write_prepared(tmp_path_factory.mktemp("extrapolation") / "prepared", splits)
 
 
 def kept_by_loop(raw: Path, n: int) -> tuple[int, int, int]:
@@ -223,19 +211,6 @@ def test_bad_variants_stop_before_anything(prepared, tmp_path, capsys, extra, sa
 # --- report.json and the report -----------------------------------------------------------
 
 
-def fake_result(out: Path, run: Run, name: str, refs: list[str], hyps: list[str],
-                flags: tuple = ()) -> None:
-    where = run.test_dir(out, name)
-    where.mkdir(parents=True)
-    cu.write_lines(where / f"hyp.{TGT}", hyps)
-    bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]), sacrebleu.corpus_chrf(hyps, [refs])
-    (where / "result.json").write_text(json.dumps({
-        "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2), "sentences": len(refs),
-        "untranslated": [], "hypotheses": str(where / f"hyp.{TGT}"),
-        "bleu_signature": "b", "chrf_signature": "c",
-        **({"flags": list(flags)} if flags else {})}))
-
-
 def test_report_json_and_the_plot(prepared, tmp_path):
     out, n = tmp_path / "cmp", 30
     args = cli.parser().parse_args(base_args(out, prepared, "--train-max-len", str(n)))
@@ -272,6 +247,7 @@ def test_report_json_and_the_plot(prepared, tmp_path):
         assert [e["bin"] for e in row["extrapolation"]] == [[0, 1], [1, 1.5], [1.5, 2], [2, 3],
                                                             [3, None]]
         assert [e["n"] for e in row["extrapolation"]] == [len(ids) for ids in by_hand]
+        assert all(e["few"] for e in row["extrapolation"])  # 14 sentences in all
         for entry, ids in zip(row["extrapolation"], by_hand):
             if not ids:
                 assert entry["bleu"] is None and entry["bleu_seeds"] == [None, None]
@@ -288,6 +264,7 @@ def test_report_json_and_the_plot(prepared, tmp_path):
     assert (out / "report" / "extrapolation-test.png").stat().st_size > 10_000
     md = (out / "report.md").read_text()
     assert f"By source length relative to the training limit N = {n}" in md
+    assert "| (0, 1] n=11 few | (1, 1.5] n=2 few |" in md
     assert f"{kept:,} of {TRAIN_PAIRS:,} training pairs kept, {dropped:,} dropped" in md
     assert "`rope+yarn-4` = `rope` with `--rope-scaling yarn --rope-scaling-factor 4`" in md
     assert "![test: BLEU and chrF by source length over N](report/extrapolation-test.png)" in md

@@ -114,7 +114,8 @@ def test_length_buckets_score_each_bin_as_its_own_corpus():
     hyps = noisy(refs, 0.2, 12)
     untranslated = [i % 9 == 0 for i in range(80)]
     hyps = ["" if u else h for h, u in zip(hyps, untranslated)]
-    buckets = by_length(sources, hyps, refs, "cased", "en", "de", untranslated=untranslated)
+    buckets = by_length(sources, hyps, refs, "cased", "en", "de", untranslated=untranslated,
+                        bins=AT5_BINS)
     labels = ["(0, 20]", "(20, 40]", "(40, 60]", "(60, 80]", "(80, 100]", "(100, 120]",
               "(120, inf)"]
     assert [b.label for b in buckets] == labels
@@ -130,7 +131,8 @@ def test_length_buckets_score_each_bin_as_its_own_corpus():
         sub_h, sub_r = [hyps[i] for i in kept], [refs[i] for i in kept]
         assert bucket.bleu == pytest.approx(sacrebleu.corpus_bleu(sub_h, [sub_r]).score)
         assert bucket.chrf == pytest.approx(sacrebleu.corpus_chrf(sub_h, [sub_r]).score)
-    short = by_length(sources[:3], hyps[:3], refs[:3], "cased", "en", "de", lengths=[1, 2, 3])
+    short = by_length(sources[:3], hyps[:3], refs[:3], "cased", "en", "de", lengths=[1, 2, 3],
+                      bins=AT5_BINS)
     assert [b.label for b in short] == labels[:-1]  # no overflow bin when unused
     with pytest.raises(ValueError, match="one of each per sentence"):
         by_length(sources, hyps[:-1], refs, "cased", "en", "de")
@@ -140,7 +142,7 @@ def test_bucket_table_compares_systems_on_one_test_set():
     a = [BucketScore("(0, 20]", 3, 0, 10.0, 40.0), BucketScore("(20, 40]", 2, 1, None, None)]
     b = [BucketScore("(0, 20]", 3, 0, 12.5, 41.0), BucketScore("(20, 40]", 2, 0, 9.0, 30.0)]
     text = bucket_table({"A": a, "B": b})
-    assert "| source length | (0, 20] n=3 | (20, 40] n=2 |" in text
+    assert "| source length | (0, 20] n=3 few | (20, 40] n=2 few |" in text
     assert "| A | 10.00 / 40.00 | - (1 untranslated) |" in text
     assert "| B | 12.50 / 41.00 | 9.00 / 30.00 |" in text
     with pytest.raises(ValueError, match="other sentences"):

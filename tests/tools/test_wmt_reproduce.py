@@ -347,7 +347,8 @@ def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
     text = tables.table(tmp_path, ["extrapolation"])
     assert "| model | 2017 ours |" in text  # no paper numbers: ours only
     assert "| ALiBi (`alibi`) | 25.00 |" in text and "| RoPE (`rope`) | - |" in text
-    assert "| source length | (0, 20] n=5 | (20, 40] n=3 |" in text
+    assert "| source length | (0, 20] n=5 few | (20, 40] n=3 few |" in text
+    assert "`few`: fewer than 30 sentences in the bin" in text
     assert "| ALiBi | 25.00 / 50.00 | 20.00 / 40.00 (1 untranslated) |" in text
     assert "- ALiBi: a note" in text
     png = tmp_path / "results" / "extrapolation" / "buckets.png"

@@ -102,8 +102,10 @@ def parser() -> argparse.ArgumentParser:
                                      "more than R times the tokens of the other (default "
                                      "%(default)s; 0: no limit)")
     p.add_argument("--bins", nargs="+", type=int, metavar="EDGE",
-                   help="length bins of the report: upper edges in source Moses tokens, "
-                        "ascending, the last bin open-ended (default: AT5's 20 40 ... 120)")
+                   help="length bins of the report: upper edges in Moses tokens of the "
+                        "source (and of the reference), ascending, the last bin open-ended "
+                        "(default: each test split's own, as equal in count as its lengths "
+                        "allow, none under 30 sentences)")
     p.add_argument("--train-max-len", type=int, metavar="N",
                    help="train only on the pairs of at most N tokens per side (subwords and "
                         "the end of sentence, --task translation_extrapolation), and score "
@@ -349,9 +351,8 @@ def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings
         variants_mod.translate_all(settings, corpus, runs, variants, args.out)
     say("report: scoring, significance, pictures")
     params = plan.parameter_counts(settings, corpus, encodings, args.out / "params.json")
-    from ..evaluation import AT5_BINS
     built = summary.build(args.out, settings, corpus, encodings, args.seeds, baseline,
-                          bins or AT5_BINS, params, limit=limit, variants=variants)
+                          bins, params, limit=limit, variants=variants)
     summary.write(args.out / "report.json", built)
     runs_done = [r for r in runs if r.seed == 1]
     inspect = {r.encoding: r.inspect_dir(args.out) / "index.html" for r in runs_done

@@ -12,11 +12,11 @@ of sentence, read from the binarized data.
 * :data:`RELATIVE_EDGES` are the bins ``(0, N], (N, 1.5N], (1.5N, 2N], (2N, 3N], (3N,
   inf)``; :func:`relative_bins` gives them in whole tokens (a length ``L`` is in ``(aN,
   bN]`` when ``aN < L <= bN``), :func:`entries` scores a row's translations in them (per bin:
-  the sentences, each seed's BLEU and chrF, their mean) and :func:`add_entries` puts them in
-  ``report.json`` as ``summary[*].extrapolation``.
+  the sentences, whether they are few, each seed's BLEU and chrF, their mean) and
+  :func:`add_entries` puts them in ``report.json`` as ``summary[*].extrapolation``.
 * :func:`intro`, :func:`blocks` and :func:`draw`: the report's words, tables and one plot
   per test split (BLEU and chrF against source length over ``N``, a line per row, the mean
-  over seeds with the seeds' range shaded).
+  over seeds with the seeds' range shaded, a bin of few sentences hollow on a grey band).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..evaluation import by_length
+from ..evaluation import FEW, by_length, is_few
+from ..evaluation.buckets import FEW_NOTE, column
 from ..textprep.files import read_lines
 from . import convergence
 from .data import Corpus, source_lengths
@@ -123,7 +124,8 @@ def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
 def entries(results: dict[int, dict], sources: Sequence[str], refs: Sequence[str],
             lengths: Sequence[int], corpus: Corpus, n: int) -> list[dict[str, Any]]:
     """One row's relative bins: per bin ``bin`` (``[lo, hi]`` in multiples of ``n``),
-    ``tokens`` (the same in tokens), ``n`` (test sentences), ``untranslated``, each seed's
+    ``tokens`` (the same in tokens), ``n`` (test sentences), ``few`` (``n`` under
+    :data:`~fairseq_posenc.tools.evaluation.FEW`), ``untranslated``, each seed's
     ``bleu_seeds`` and ``chrf_seeds`` (seed order) and their means ``bleu`` and ``chrf``.
     ``results``: the row's ``result.json`` per seed."""
     bins = relative_bins(n)
@@ -140,7 +142,7 @@ def entries(results: dict[int, dict], sources: Sequence[str], refs: Sequence[str
         bleu = [None if s[i].bleu is None else round(s[i].bleu, 2) for s in per_seed]
         chrf = [None if s[i].chrf is None else round(s[i].chrf, 2) for s in per_seed]
         out.append({"bin": label, "tokens": [low, None if math.isinf(high) else int(high)],
-                    "n": counts[i],
+                    "n": counts[i], "few": is_few(counts[i]),
                     "untranslated": max((s[i].untranslated for s in per_seed), default=0),
                     "bleu": _mean(bleu), "chrf": _mean(chrf),
                     "bleu_seeds": bleu, "chrf_seeds": chrf})
@@ -218,13 +220,14 @@ def blocks(report: dict[str, Any], split: str, pictures: Path) -> list[tuple]:
     out: list[tuple] = [
         ("h3", f"By source length relative to the training limit N = {n} (subword tokens "
                "with </s>)"),
-        ("table", ["encoding"] + [f"{bin_label(e)} n={e['n']}" for e in first],
+        ("table", ["encoding"] + [column(bin_label(e), e["n"]) for e in first],
          [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving"))]
           + [cell(e) for e in r["extrapolation"]] for r in rows]),
         ("p", f"Each cell: BLEU / chrF of the sources whose length over N = {n} falls in the "
               "bin, the mean over seeds (the plot shades the seeds' range). `(0, 1]`: sources no "
               "longer than the training pairs; beyond 1, positions and distances past N, "
-              "which no training pair showed the model. Compare rows within a bin, not bins."),
+              "which no training pair showed the model. Compare rows within a bin, not bins."
+              + (f" {FEW_NOTE}." if any(is_few(e["n"]) for e in first) else "")),
     ]
     out += convergence.notes(rows, report["settings"])
     path = plot_path(pictures, split)
@@ -259,8 +262,12 @@ def draw(report: dict[str, Any], pictures: Path) -> list[Path]:
             continue
         first = rows[0]["extrapolation"]
         x = list(range(len(first)))
+        few = [i for i in x if is_few(first[i]["n"])]
+        sure = [i for i in x if i not in few]
         fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100)
         for ax, metric in zip(axes, ("bleu", "chrf")):
+            for i in few:
+                ax.axvspan(i - 0.5, i + 0.5, color="0.85", zorder=0, linewidth=0)
             for row in rows:
                 name = row["encoding"]
                 encoding = variant_of.get(name, name)
@@ -270,20 +277,25 @@ def draw(report: dict[str, Any], pictures: Path) -> list[Path]:
                          for e in row["extrapolation"]]
                 variant = name in variant_of
                 ax.plot(x, means, marker="s" if variant else "o", color=colour, label=name,
-                        linestyle="--" if variant else "-")
+                        linestyle="--" if variant else "-", markevery=sure)
+                ax.plot(few, [means[i] for i in few], "s" if variant else "o", color=colour,
+                        markerfacecolor="white")
                 seeds = [[v for v in e[f"{metric}_seeds"] if v is not None]
                          for e in row["extrapolation"]]
                 if any(len(s) > 1 for s in seeds):
                     ax.fill_between(x, [min(s) if s else math.nan for s in seeds],
                                     [max(s) if s else math.nan for s in seeds],
                                     color=colour, alpha=0.15, linewidth=0)
-            ax.set_xticks(x, [f"{bin_label(e)}\nn={e['n']}" for e in first], fontsize=8)
+            ax.set_xticks(x, [f"{bin_label(e)}\nn={e['n']}" + (" few" if is_few(e["n"]) else "")
+                              for e in first], fontsize=8)
             ax.set_xlabel(f"source length / N (N = {n} subword tokens with </s>)")
             ax.set_ylabel(f"{split} {'BLEU' if metric == 'bleu' else 'chrF'}")
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=8)
         fig.suptitle(f"{split}: by source length over the training limit (mean over seeds, "
-                     "shaded: the seeds' range)")
+                     "shaded: the seeds' range)" + (f"\nhollow on grey: a bin of fewer than "
+                                                    f"{FEW} sentences (few), a rough score"
+                                                    if few else ""))
         fig.tight_layout()
         path = plot_path(pictures, split)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
-"""The report's pictures: BLEU / chrF by source length with a line per encoding, and the
-validation loss of every run against its updates."""
+"""The report's pictures: BLEU / chrF by source and by reference length with a line per
+encoding, and the validation loss of every run against its updates."""
 
 from __future__ import annotations
 
@@ -8,20 +8,28 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..evaluation import BucketScore, plot_buckets
+from .length_bins import BEYOND
 
 
 def length_plot(report: dict[str, Any], path: Path) -> Optional[Path]:
-    """One panel per test split, a line per encoding (the mean over its seeds); None when
-    no run has been scored yet."""
+    """Per test split two panels, by source length and by reference length, a line per
+    encoding (the mean over its seeds; a bin of few sentences hollow on a grey band); None
+    when no run has been scored yet."""
     panels: dict[str, dict[str, list[BucketScore]]] = {}
+    axis: dict[str, str] = {}
     for row in report["summary"]:
-        bins = [BucketScore(b["label"], b["sentences"], b["untranslated"], b["bleu"], b["chrf"])
-                for b in row["buckets"] if b["label"] != "beyond training"]
-        if bins:
-            panels.setdefault(row["split"], {})[row["encoding"]] = bins
+        for key, side in (("buckets", "source"), ("target_buckets", "reference")):
+            bins = [BucketScore(b["label"], b["sentences"], b["untranslated"], b["bleu"],
+                                b["chrf"])
+                    for b in row.get(key) or [] if b["label"] != BEYOND]
+            if bins:
+                panel = f"{row['split']}, by {side} length"
+                panels.setdefault(panel, {})[row["encoding"]] = bins
+                axis[panel] = f"{side} length (Moses tokens)"
     if not panels:
         return None
-    return plot_buckets(panels, path, "BLEU and chrF by source length (mean over seeds)")
+    return plot_buckets(panels, path, "BLEU and chrF by source and reference length (mean "
+                                      "over seeds)", axis=axis)
 
 
 def loss_plot(runs: Sequence[dict[str, Any]], path: Path) -> Path:

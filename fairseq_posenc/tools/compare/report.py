@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from ..evaluation.bins import is_few
+from ..evaluation.buckets import FEW_NOTE, SHORT_NOTE, column, short
 from ..evaluation.significance import READING
 from ..textprep.files import write_text_atomic
 from . import budget, convergence, extrapolation, plots
@@ -119,23 +121,9 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                        "better. `time per word`: training time per word over the baseline's, "
                        f"from fairseq's words per second: {_speed(report)}."))
         blocks += convergence.notes(rows, s)
-        if rows[0]["buckets"]:
-            first = rows[0]["buckets"]
-            beyond = (" (the last column: sources longer than every training source, in "
-                      "the model's subword tokens)" if rows[0]["beyond_training"] else "")
-            blocks.append(("h3", f"By source length in Moses tokens{beyond}"))
-            blocks.append(("table", ["encoding"] + [f"{b['label']} n={b['sentences']}"
-                                                   for b in first],
-                           [[convergence.marked(f"`{r['encoding']}`",
-                                                r.get("still_improving"))] + [
-                               f"{_num(b['bleu'])} / {_num(b['chrf'])}"
-                               + (f" ({b['untranslated']} untranslated)" if b["untranslated"]
-                                  else "") for b in r["buckets"]] for r in rows]))
-            blocks.append(("p", "Each cell: BLEU / chrF of the sentences in that bin, the mean "
-                                "over seeds; a bin's BLEU compares encodings, not bins."))
-            blocks += convergence.notes(rows, s)
+        blocks += _length_tables(rows, s, (report.get("bins") or {}).get("splits", {}).get(split))
         blocks += extrapolation.blocks(report, split, pictures)
-    for name, alt in (("lengths.png", "BLEU and chrF by source length"),
+    for name, alt in (("lengths.png", "BLEU and chrF by source and reference length"),
                       ("validation.png", "validation loss of every run")):
         if name == "validation.png":
             blocks.append(("h2", "Training"))
@@ -156,6 +144,40 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
         blocks.append(("links", [(f"{e}: posenc-inspect's pictures (seed 1)", p)
                                  for e, p in inspect.items()]))
     return blocks
+
+
+def _length_tables(rows: Sequence[dict[str, Any]], settings: dict[str, Any],
+                   edges: Optional[dict[str, list]]) -> list[Block]:
+    """A split's tables by source length and by reference length (:mod:`.length_bins`), each
+    bin's header with its count and ``few`` when few, and what they show; ``edges``: the
+    split's bins as ``report.json`` holds them."""
+    out: list[Block] = []
+    beyond = (" (the last column: sources longer than every training source, in the model's "
+              "subword tokens)" if rows[0]["beyond_training"] else "")
+    for key, side, title in (("buckets", "source", f"By source length in Moses tokens{beyond}"),
+                             ("target_buckets", "target", "By reference length in Moses tokens")):
+        first = rows[0].get(key)
+        if not first:
+            continue
+        out.append(("h3", title))
+        out.append(("table", ["encoding"] + [column(b["label"], b["sentences"]) for b in first],
+                    [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving"))] + [
+                        f"{_num(b['bleu'])} / {_num(b['chrf'])}"
+                        + (f" ({b['untranslated']} untranslated)" if b["untranslated"] else "")
+                        for b in r[key]] for r in rows]))
+        text = ("Each cell: BLEU / chrF of the sentences in that bin, the mean over seeds; a "
+                "bin's BLEU compares encodings, not bins. No bin is tested for significance: "
+                "p above is over all sentences.")
+        if key == "target_buckets":
+            text = ("The same by the reference's length: the drop on long sentences follows "
+                    "the output's length (Varis and Bojar 2021, EMNLP). " + text)
+        if any(is_few(b["sentences"]) for b in first):
+            text += " " + FEW_NOTE + "."
+        if side == "target" and edges and short(edges[side]):
+            text += " " + SHORT_NOTE + "."
+        out.append(("p", text))
+        out += convergence.notes(rows, settings)
+    return out
 
 
 def markdown(blocks: Sequence[Block], base: Path) -> str:

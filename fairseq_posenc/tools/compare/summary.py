@@ -8,9 +8,10 @@ time from whatever has finished. Per split and encoding:
 * the paired-bootstrap p-values of BLEU and chrF against the baseline, seed ``k`` against
   seed ``k``, the largest over the seeds (sacreBLEU's own test,
   :mod:`fairseq_posenc.tools.evaluation.significance`); significant only where every seed pair is;
-* BLEU and chrF by source length in the chosen bins (AT5's by default), the mean over seeds
-  per bin, and over the sources longer than every training source in the model's
-  (subword) tokens: the positions and distances no training sentence showed the model;
+* BLEU and chrF by source length and by reference length (:mod:`.length_bins`: the split's
+  own quantile bins by default, ``--bins`` by hand), the mean over seeds per bin, and over
+  the sources longer than every training source in the model's (subword) tokens: the
+  positions and distances no training sentence showed the model;
 * the parameters the encoding adds over the baseline (``posenc-params``' count of the
   trained architecture, every run's flags included) and its training time per word over
   the baseline's (words per second from fairseq's log, median per run, mean over seeds;
@@ -30,12 +31,11 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
-from ..evaluation import (ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, by_length, chrf_bootstrap,
-                          score)
+from ..evaluation import ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, chrf_bootstrap
 from ..experiment.trainlog import history
 from ..textprep.files import read_lines, write_text_atomic
-from . import budget, convergence, extrapolation, placement
-from .data import Corpus, TestSplit, source_lengths
+from . import budget, convergence, extrapolation, length_bins, placement
+from .data import Corpus, source_lengths
 from .execute import METRIC
 from .plan import Run, arch, runs as plan_runs
 from ..experiment.translate import BEAM, LENPEN
@@ -109,45 +109,13 @@ def significance(results: dict[int, dict], baseline: dict[int, dict], refs: list
             "chrf_significant": all(t.significant for t in chrf_tests), "pairs": len(seeds)}
 
 
-def buckets(results: dict[int, dict], test: TestSplit, corpus: Corpus, bins: Bins,
-            beyond: list[int]) -> list[dict[str, Any]]:
-    """Mean over seeds of each length bin's BLEU and chrF, then the sources beyond every
-    training source's length (the row ``beyond``)."""
-    sources, refs = read_lines(test.source), read_lines(test.reference)
-    per_seed = []
-    for result in results.values():
-        hyps = _hypotheses(result)
-        untranslated = set(result["untranslated"])
-        rows = [dict(label=b.label, sentences=b.sentences, untranslated=b.untranslated,
-                     bleu=b.bleu, chrf=b.chrf)
-                for b in by_length(sources, hyps, refs, METRIC, corpus.source_lang,
-                                   corpus.target_lang,
-                                   untranslated=[i in untranslated for i in range(len(refs))],
-                                   bins=bins)]
-        if beyond:
-            kept = [i for i in beyond if i not in untranslated]
-            scored = score([hyps[i] for i in kept], [refs[i] for i in kept], METRIC,
-                           corpus.target_lang) if kept else None
-            rows.append(dict(label="beyond training", sentences=len(beyond),
-                             untranslated=len(beyond) - len(kept),
-                             bleu=round(scored.bleu, 2) if scored else None,
-                             chrf=round(scored.chrf, 2) if scored else None))
-        per_seed.append(rows)
-    if not per_seed:
-        return []
-    merged = []
-    for rows in zip(*per_seed):
-        merged.append({**rows[0], **{m: _mean_sd([r[m] for r in rows if r[m] is not None])[0]
-                                     for m in ("bleu", "chrf")}})
-    return merged
-
-
 def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str],
-          seeds: int, baseline: str, bins: Bins, params: dict[str, int], *,
+          seeds: int, baseline: str, bins: Optional[Bins], params: dict[str, int], *,
           limit: Optional[extrapolation.TrainLimit] = None,
           variants: Sequence["Variant"] = ()) -> dict[str, Any]:
     """The whole ``report.json`` (see the module docstring); ``limit``: ``--train-max-len``'s
-    (:mod:`.extrapolation`), ``variants``: rows of their own after the encodings'."""
+    (:mod:`.extrapolation`), ``variants``: rows of their own after the encodings'; ``bins``:
+    ``--bins``'s, None for each split's own (:mod:`.length_bins`)."""
     runs = plan_runs(encodings, seeds)
     records = run_records(out, settings, runs)
     train_max = limit.longest_source if limit else max(source_lengths(corpus, "train"))
@@ -159,6 +127,7 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         speed[encoding] = statistics.mean(values) if values and comparable else None
     summary, scored = [], {}
     rows = [(e, e, None) for e in encodings] + [(v.name, v.encoding, v) for v in variants]
+    split_bins = {t.name: length_bins.of_split(t, corpus, bins) for t in corpus.tests}
     for test in corpus.tests:
         lengths = source_lengths(corpus, test.subset)
         beyond = [i for i, n in enumerate(lengths) if n > train_max]
@@ -185,7 +154,10 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
                 "speed_ratio": (round(speed[baseline] / speed[encoding], 3)
                                 if speed.get(encoding) and speed.get(baseline) else None),
                 "words_per_second": speed[encoding],
-                "buckets": buckets(results, test, corpus, bins, beyond),
+                "buckets": length_bins.rows(results, test, corpus,
+                                            split_bins[test.name].source, beyond),
+                "target_buckets": length_bins.rows(results, test, corpus,
+                                                   split_bins[test.name].target),
                 "beyond_training": len(beyond), "sentences": test.sentences,
                 **convergence.row_flag(records, [encoding, baseline]),
                 **({"variant": variant.to_json()} if variant else {})})
@@ -203,7 +175,7 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
                          "alpha": ALPHA},
         "train_max_source_tokens": train_max,
         "cleaning": corpus.prepared.get("cleaning"), "pairs": corpus.prepared.get("pairs"),
-        "bins": [[lo, None if hi == float("inf") else hi] for lo, hi in bins],
+        "bins": length_bins.to_json(split_bins, bins),
         "variants": [v.to_json() for v in variants], "runs": records, "summary": summary,
         "speed": {"comparable": comparable, "placement": placed},
     }

@@ -1,17 +1,19 @@
-"""BLEU and chrF by source-sentence length: where in the test set two encodings differ.
+"""BLEU and chrF by sentence length: where in the test set two systems differ.
 
-Bins are ``(low, high]`` pairs of source lengths, contiguous and starting at 0. The default
-is AT5's Table 5 (Wu et al. 2021, :data:`AT5_BINS`): ``(0, 20], (20, 40], ..., (100, 120]``
-source words; a sentence longer than the last finite bin falls in an overflow bin ``(120,
-inf)``, which is shown only when some sentence does. :func:`bins_from_edges` makes other
-bins from their upper edges (``posenc-score --bins``); those end in an explicit ``(last,
-inf)`` bin, always shown. A sentence's length is the number of Moses tokens of its raw
-source (sacremoses with the source language, no escaping), i.e. words and punctuation marks
-as a Moses-tokenized corpus counts them; an empty source counts in the first bin.
+Sentences are binned by the length of their source or of their reference (:mod:`.bins`: the
+test set's own quantile bins by default, bins by hand, or AT5's). The drop on long sentences
+follows the output's length as much as the input's (Varis and Bojar 2021, "Sequence Length
+is a Domain: Length-based Overfitting in Transformer Models", EMNLP), hence both. Bins given
+by hand end in an open-ended bin, always shown; with bins whose last is finite (AT5's), a
+sentence longer than the last falls in an overflow bin ``(last, inf)``, shown only when some
+sentence does.
 
 Each bucket is scored as a corpus of its own sentences with the metric of the whole table
 (:func:`.scoring.score`), so its BLEU is comparable across systems, not across buckets
-(brevity penalty and n-gram statistics are per bucket).
+(brevity penalty and n-gram statistics are per bucket). A bucket of fewer than
+:data:`~.bins.FEW` sentences is marked few (:attr:`BucketScore.few`): the table says so in its
+header, the plot draws it hollow on a shaded band. Buckets carry no significance test:
+test a difference on the whole test set (:mod:`.significance`).
 
 Extrapolation: a sentence the model cannot represent (an absolute encoding with fewer
 positions than the source has tokens) is not translated; ``untranslated`` marks it, and
@@ -20,102 +22,64 @@ its bucket reports how many such sentences it holds instead of silently scoring 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import operator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
+from .bins import FEW, Bins, bin_index, bin_label, check_bins, is_few, moses_lengths, quantile_bins
 from .scoring import score
 
-#: Source-length bins: ``(low, high]`` pairs, contiguous from 0; only the last ``high`` may
-#: be ``math.inf``.
-Bins = Sequence[tuple[int, float]]
+#: Moses tokens per raw source sentence (the sources' language).
+source_lengths = moses_lengths
 
-#: AT5 Table 5's source-length bins, ``(low, high]``: the default of :func:`by_length`.
-AT5_BINS: tuple[tuple[int, int], ...] = tuple((lo, lo + 20) for lo in range(0, 120, 20))
+#: What a table by reference length says under bins too short for BLEU's 4-grams
+#: (:func:`short`).
+SHORT_NOTE = ("BLEU counts matching 4-grams, which references of 3 tokens or fewer lack: in a "
+              "bin of them BLEU is 0 or near it whatever the translation; compare chrF there")
 
-
-def bins_from_edges(edges: Sequence[int]) -> tuple[tuple[int, float], ...]:
-    """Bins from their upper edges: ``(5, 10, 30)`` -> ``(0, 5], (5, 10], (10, 30],
-    (30, inf)``. The edges are ascending positive whole numbers of source tokens."""
-    given, edges = list(edges), []
-    if not given:
-        raise ValueError("no bin edges: give at least one upper edge, e.g. 5 10 15 20 30")
-    for edge in given:
-        try:
-            whole = operator.index(edge)  # ints, numpy ints; not floats
-        except TypeError:
-            whole = 0
-        if isinstance(edge, bool) or whole < 1:
-            raise ValueError(f"bin edge {edge!r} is not a positive whole number of source "
-                             "tokens; give ascending positive integers, e.g. 5 10 15 20 30")
-        edges.append(whole)
-    for low, high in zip(edges, edges[1:]):
-        if high <= low:
-            raise ValueError(f"bin edges must ascend: {high} follows {low} in "
-                             f"{' '.join(map(str, edges))}; give e.g. 5 10 15 20 30")
-    lows = [0, *edges]
-    return tuple(zip(lows, [*edges, math.inf]))
-
-
-def check_bins(bins: Bins) -> None:
-    """``bins`` as :data:`Bins` says, or a ``ValueError`` naming what is wrong."""
-    if not bins:
-        raise ValueError("no length bins; give (low, high] pairs such as AT5_BINS")
-    expected_low = 0
-    for i, (low, high) in enumerate(bins):
-        if low != expected_low or not high > low:
-            raise ValueError(f"length bins must be contiguous (low, high] pairs from 0 with "
-                             f"high > low: bin {i} is ({low}, {high}] after a bin ending at "
-                             f"{expected_low}; make them with bins_from_edges")
-        if math.isinf(high) and i != len(bins) - 1:
-            raise ValueError(f"only the last length bin can be open-ended: bin {i} is "
-                             f"({low}, inf)")
-        expected_low = high
-
-
-def source_lengths(sources: Sequence[str], lang: str) -> list[int]:
-    """Moses tokens per raw source sentence."""
-    from sacremoses import MosesTokenizer
-
-    tok = MosesTokenizer(lang=lang)
-    return [len(tok.tokenize(s, escape=False)) for s in sources]
-
-
-def bin_label(low: int, high: float) -> str:
-    return f"({low}, {'inf' if math.isinf(high) else int(high)}]".replace("inf]", "inf)")
-
-
-def bin_index(length: int, bins: Bins) -> int:
-    """Index of ``length``'s bin; ``len(bins)`` for a length beyond the last."""
-    for i, (_low, high) in enumerate(bins):
-        if length <= high:
-            return i
-    return len(bins)
+#: What a table or plot says of a bucket marked few.
+FEW_NOTE = (f"`few`: fewer than {FEW} sentences in the bin, too few for its score to weigh as "
+            "much as the others'")
 
 
 @dataclass(frozen=True)
 class BucketScore:
     label: str  # e.g. "(20, 40]"
-    sentences: int  # test sentences whose source length falls in the bin
+    sentences: int  # test sentences whose length falls in the bin
     untranslated: int  # of those, not translated (longer than the model can represent)
     bleu: Optional[float]  # None when the bucket has no translated sentence
     chrf: Optional[float]
 
+    @property
+    def few(self) -> bool:
+        """Fewer than :data:`~.bins.FEW` sentences: a rough score, marked as such."""
+        return is_few(self.sentences)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "few": self.few}
+
 
 def by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], metric: str,
-              src_lang: str, tgt_lang: str, *, bins: Bins = AT5_BINS,
+              src_lang: str, tgt_lang: str, *, bins: Optional[Bins] = None,
               untranslated: Optional[Sequence[bool]] = None,
               lengths: Optional[Sequence[int]] = None) -> list[BucketScore]:
-    """Per bin of source length (``bins``, AT5's by default; see the module docstring):
-    sentence count and the BLEU and chrF of its translated sentences. ``lengths``
-    overrides :func:`source_lengths` (e.g. subword counts)."""
+    """Per bin of length (see the module docstring): sentence count and the BLEU and chrF of
+    its translated sentences. ``lengths``: each sentence's length, the sources' Moses tokens
+    by default (:func:`source_lengths`; the references' for bins by reference length,
+    subword counts for bins relative to a training limit); ``bins``: the test set's own
+    (:func:`.bins.quantile_bins` of ``lengths``) by default."""
     if not len(sources) == len(hyps) == len(refs):
         raise ValueError(f"{len(sources)} sources, {len(hyps)} hypotheses and {len(refs)} "
                          "references: scoring by length needs one of each per sentence")
-    check_bins(bins)
+    if bins is not None:
+        check_bins(bins)
     lengths = source_lengths(sources, src_lang) if lengths is None else list(lengths)
+    if len(lengths) != len(refs):
+        raise ValueError(f"{len(lengths)} lengths for {len(refs)} sentences: give one length "
+                         "per sentence")
+    bins = quantile_bins(lengths) if bins is None else bins
     skipped = list(untranslated) if untranslated is not None else [False] * len(sources)
     members: list[list[int]] = [[] for _ in range(len(bins) + 1)]
     for i, n in enumerate(lengths):
@@ -134,11 +98,22 @@ def by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], 
     return out
 
 
+def short(bins: Bins) -> bool:
+    """Whether a bin holds only sentences of 3 tokens or fewer (:data:`SHORT_NOTE`); a bin's
+    ``high`` may be None for the open-ended last (``report.json``'s edges)."""
+    return any(high is not None and high <= 3 for _low, high in bins)
+
+
 def _cell(bucket: BucketScore) -> str:
     if bucket.bleu is None:
         return "-" if not bucket.untranslated else f"- ({bucket.untranslated} untranslated)"
     cell = f"{bucket.bleu:.2f} / {bucket.chrf:.2f}"
     return cell + (f" ({bucket.untranslated} untranslated)" if bucket.untranslated else "")
+
+
+def column(label: str, sentences: int) -> str:
+    """A bin's column header: its label and count, ``few`` when it is."""
+    return f"{label} n={sentences}" + (" few" if is_few(sentences) else "")
 
 
 def check_labels(rows: Mapping[str, Sequence[BucketScore]], bins: Optional[Bins]) -> None:
@@ -152,17 +127,19 @@ def check_labels(rows: Mapping[str, Sequence[BucketScore]], bins: Optional[Bins]
     for name, buckets in rows.items():
         got = [b.label for b in buckets]
         if got != labels and got != [*labels, overflow]:
-            raise ValueError(f"{name} was scored by source length with the bins "
+            raise ValueError(f"{name} was scored by length with the bins "
                              f"{', '.join(got)}, not the given {', '.join(labels)}; score "
                              "every system with the same bins")
 
 
 def bucket_table(rows: Mapping[str, Sequence[BucketScore]], *,
-                 bins: Optional[Bins] = None) -> str:
-    """Markdown: one row per system, one column per bin (its sentence count in the header),
-    each cell ``BLEU / chrF``. Every system must have been scored on the same test set (and,
-    when ``bins`` is given, with those bins). The columns are the buckets' own labels, so
-    any bins render."""
+                 bins: Optional[Bins] = None, by: str = "source length",
+                 notes: Sequence[str] = ()) -> str:
+    """Markdown: one row per system, one column per bin (its sentence count in the header,
+    ``few`` when few, and a line under the table saying what that means), each cell
+    ``BLEU / chrF``. Every system must have been scored on the same test set (and, when
+    ``bins`` is given, with those bins). The columns are the buckets' own labels, so any
+    bins render; ``by`` names what they bin, ``notes`` go under the table too."""
     if not rows:
         return ""
     check_labels(rows, bins)
@@ -171,18 +148,24 @@ def bucket_table(rows: Mapping[str, Sequence[BucketScore]], *,
         if [(b.label, b.sentences) for b in buckets] != [(b.label, b.sentences) for b in first]:
             raise ValueError(f"{name} was scored on other sentences than the first row; "
                              "length buckets compare systems on one test set")
-    head = "| source length | " + " | ".join(f"{b.label} n={b.sentences}" for b in first) + " |"
+    head = f"| {by} | " + " | ".join(column(b.label, b.sentences) for b in first) + " |"
     lines = [head, "|---|" + "---|" * len(first)]
     lines += [f"| {name} | " + " | ".join(_cell(b) for b in buckets) + " |"
               for name, buckets in rows.items()]
+    notes = ([FEW_NOTE] if any(b.few for b in first) else []) + list(notes)
+    if notes:
+        lines += ["", ". ".join(notes) + "."]
     return "\n".join(lines)
 
 
 def plot_buckets(panels: Mapping[str, Mapping[str, Sequence[BucketScore]]], path: Path,
-                 title: str, *, bins: Optional[Bins] = None) -> Path:
-    """One figure, PNG at ``path``: per panel (e.g. a test set; its name labels the row)
+                 title: str, *, bins: Optional[Bins] = None,
+                 axis: Optional[Mapping[str, str]] = None) -> Path:
+    """One figure, PNG at ``path``: per panel (e.g. a test set; its name titles the row)
     BLEU (left) and chrF (right) by bucket, one line per system. The x axis is the buckets'
-    own labels; ``bins``, when given, is checked as in :func:`bucket_table`."""
+    own labels, titled ``axis[panel]`` (default: source length in Moses tokens); a bucket
+    marked few is drawn hollow on a shaded band, its label saying ``few``. ``bins``, when
+    given, is checked as in :func:`bucket_table`."""
     for rows in panels.values():
         check_labels(rows, bins)
     import logging
@@ -196,21 +179,32 @@ def plot_buckets(panels: Mapping[str, Mapping[str, Sequence[BucketScore]]], path
 
     fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.6 * len(panels)), dpi=100,
                              squeeze=False)
+    any_few = False
     for (panel, rows), pair in zip(panels.items(), axes):
         first = next(iter(rows.values()))
         x = list(range(len(first)))
-        ticks = [f"{b.label}\nn={b.sentences}" for b in first]
+        few = [i for i, b in enumerate(first) if b.few]
+        any_few = any_few or bool(few)
+        ticks = [f"{b.label}\nn={b.sentences}" + (" few" if b.few else "") for b in first]
         for ax, name in zip(pair, ("BLEU", "chrF")):
+            for i in few:
+                ax.axvspan(i - 0.5, i + 0.5, color="0.85", zorder=0, linewidth=0)
             for system, buckets in rows.items():
                 ys = [getattr(b, name.lower()) for b in buckets]
-                ax.plot(x, [math.nan if y is None else y for y in ys], marker="o",
-                        label=system)
+                ys = [math.nan if y is None else y for y in ys]
+                line, = ax.plot(x, ys, label=system)
+                ax.plot([i for i in x if i not in few], [ys[i] for i in x if i not in few],
+                        "o", color=line.get_color())
+                ax.plot(few, [ys[i] for i in few], "o", markerfacecolor="white",
+                        color=line.get_color())
             ax.set_xticks(x, ticks, fontsize=8)
-            ax.set_xlabel("source length (Moses tokens)")
-            ax.set_ylabel(f"{panel} {name}".strip())
+            ax.set_xlabel((axis or {}).get(panel, "source length (Moses tokens)"))
+            ax.set_ylabel(name)
+            ax.set_title(f"{panel}: {name}" if panel else name, fontsize=10)
             ax.grid(alpha=0.3)
         pair[0].legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title + (f"\nhollow on grey: a bin of fewer than {FEW} sentences (few), a "
+                          "rough score" if any_few else ""))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

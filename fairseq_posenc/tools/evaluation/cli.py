@@ -9,21 +9,22 @@ Each system gets BLEU and chrF; with ``--baseline`` (or several systems: the fir
 other system gets its difference to the baseline (its score minus the baseline's, so ``+``
 is better) and sacreBLEU's paired-bootstrap p-value, for BLEU and for chrF, each marked
 ``*`` when below :data:`~.significance.ALPHA`; a line under the scores says so. With
-``--src``, BLEU and chrF by source length (AT5's bins, or ``--bins``). ``--out DIR`` writes
-``scores.json``, ``buckets.md`` and ``buckets.png``.
+``--src``, BLEU and chrF by source length and by reference length, in the test set's own
+quantile bins (:func:`.bins.quantile_bins`) or ``--bins``; a bin of fewer than
+:data:`~.bins.FEW` sentences is marked few, and no bin carries a significance mark.
+``--out DIR`` writes ``scores.json``, ``buckets.md`` and ``buckets.png``.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .buckets import (
-    AT5_BINS, Bins, bin_label, bins_from_edges, bucket_table, by_length, plot_buckets)
+from .bins import FEW, MAX_BINS, Bins, bin_label, bins_from_edges, moses_lengths, quantile_bins
+from .buckets import SHORT_NOTE, BucketScore, bucket_table, by_length, plot_buckets, short
 from .scoring import METRICS, score
 from .significance import ALPHA, N_RESAMPLES, Comparison, paired_bootstrap
 
@@ -60,10 +61,11 @@ def systems(specs: Sequence[str]) -> dict[str, Path]:
     return out
 
 
-def length_bins(values: Optional[Sequence[str]]) -> Bins:
-    """``--bins`` as bins (AT5's when not given), or the exit that says what to pass."""
+def length_bins(values: Optional[Sequence[str]]) -> Optional[Bins]:
+    """``--bins`` as bins (None when not given: the test set's own), or the exit that says
+    what to pass."""
     if values is None:
-        return AT5_BINS
+        return None
     edges = []
     for value in values:
         try:
@@ -94,7 +96,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--ref", type=Path, required=True, help="references, raw text")
     parser.add_argument("--hyp", action="append", required=True, metavar="[NAME=]FILE",
                         help="detokenized hypotheses of a system (repeat for several)")
-    parser.add_argument("--src", type=Path, help="raw source text: enables length buckets")
+    parser.add_argument("--src", type=Path, help="raw source text: enables BLEU and chrF by "
+                                                 "source length and by reference length")
     parser.add_argument("--src-lang", help="source language (default: --src's suffix)")
     parser.add_argument("--tgt-lang", help="target language (default: --ref's suffix)")
     parser.add_argument("--metric", choices=METRICS, default="cased",
@@ -102,16 +105,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--baseline", help="the system the others are tested against "
                                            "(default: the first --hyp)")
     parser.add_argument("--bins", nargs="+", metavar="EDGE",
-                        help="with --src: the upper edges of the source-length bins, in Moses "
-                             "tokens of the raw source, as ascending positive integers. "
+                        help="with --src: the upper edges of the length bins, in Moses tokens "
+                             "of the raw source (and of the raw reference for the bins by "
+                             "reference length), as ascending positive integers. "
                              f"{BINS_EXAMPLE} scores (0, 5], (5, 10], (10, 15], (15, 20], "
                              "(20, 30] and (30, inf): a sentence of n tokens falls in the "
                              "bin with low < n <= high, one longer than the last edge in the "
-                             "open-ended last bin, which is always shown. Default: AT5's "
-                             "20 40 60 80 100 120, whose (120, inf) bin is shown only when "
-                             "some sentence falls in it")
+                             "open-ended last bin, which is always shown. Default: the test "
+                             f"set's own bins, up to {MAX_BINS} of as equal counts as its "
+                             f"lengths allow, each of at least {FEW} sentences (one bin "
+                             f"below {2 * FEW} sentences). A bin of fewer than {FEW} "
+                             "sentences is marked few; no bin gets a p-value or *")
     parser.add_argument("--out", type=Path, help="write scores.json, buckets.md, buckets.png")
-    parser.add_argument("--title", default="BLEU and chrF by source length",
+    parser.add_argument("--title", default="BLEU and chrF by source and reference length",
                         help="title of buckets.png (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.bins is not None and args.src is None:
@@ -120,6 +126,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     bins = length_bins(args.bins)
 
     refs = read_lines(args.ref)
+    if not refs:
+        raise SystemExit(f"posenc-score: {args.ref} has no lines; give the references, one "
+                         "sentence per line")
     tgt_lang = language(args.ref, args.tgt_lang, "--tgt-lang")
     hyps = {name: read_lines(path) for name, path in systems(args.hyp).items()}
     for name, lines in hyps.items():
@@ -156,14 +165,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                          "bleu_delta": round(b.delta, 2),
                                          "chrf_delta": round(c.delta, 2), "alpha": ALPHA}
         report["systems"][name] = entry
-    buckets = {}
+    by_source: dict[str, list[BucketScore]] = {}
+    by_target: dict[str, list[BucketScore]] = {}
     if args.src:
-        buckets = {name: by_length(sources, lines, refs, args.metric, src_lang, tgt_lang,
-                                   bins=bins)
-                   for name, lines in hyps.items()}
-        report["length_bins"] = [bin_label(low, high) for low, high in bins]
-        for name, rows in buckets.items():
-            report["systems"][name]["buckets"] = [dataclasses.asdict(b) for b in rows]
+        src_lengths, ref_lengths = moses_lengths(sources, src_lang), moses_lengths(refs, tgt_lang)
+        src_bins = bins or quantile_bins(src_lengths)
+        ref_bins = bins or quantile_bins(ref_lengths)
+        for name, lines in hyps.items():
+            by_source[name] = by_length(sources, lines, refs, args.metric, src_lang, tgt_lang,
+                                        bins=src_bins, lengths=src_lengths)
+            by_target[name] = by_length(sources, lines, refs, args.metric, src_lang, tgt_lang,
+                                        bins=ref_bins, lengths=ref_lengths)
+            report["systems"][name]["buckets"] = [b.to_json() for b in by_source[name]]
+            report["systems"][name]["target_buckets"] = [b.to_json() for b in by_target[name]]
+        report["bins_rule"] = "given" if bins else "quantile"
+        report["length_bins"] = [bin_label(low, high) for low, high in src_bins]
+        report["target_length_bins"] = [bin_label(low, high) for low, high in ref_bins]
 
     print(f"{len(refs)} sentences, BLEU ({args.metric}) and chrF")
     width = max(len(name) for name in hyps) + 1
@@ -179,18 +196,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"(+/-) a system's score minus {baseline}'s: + means better than the baseline "
               f"{baseline}; * marks p < {ALPHA} in sacreBLEU's paired bootstrap "
               f"({N_RESAMPLES} resamples) against {baseline}.")
-    if buckets:
-        print("\nBLEU / chrF by source length (Moses tokens):\n"
-              + bucket_table(buckets, bins=bins))
+    if by_source:
+        tables = (bucket_table(by_source, bins=src_bins) + "\n\n"
+                  + bucket_table(by_target, bins=ref_bins, by="reference length",
+                                 notes=[SHORT_NOTE] if short(ref_bins) else []))
+        print("\nBLEU / chrF by source length and by reference length (Moses tokens):\n"
+              + tables)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "scores.json").write_text(json.dumps(report, indent=1) + "\n")
         written = [args.out / "scores.json"]
-        if buckets:
-            (args.out / "buckets.md").write_text(bucket_table(buckets) + "\n")
+        if by_source:
+            (args.out / "buckets.md").write_text(tables + "\n")
+            panels = {"by source length": by_source, "by reference length": by_target}
+            axis = {"by source length": "source length (Moses tokens)",
+                    "by reference length": "reference length (Moses tokens)"}
             written += [args.out / "buckets.md",
-                        plot_buckets({"": buckets}, args.out / "buckets.png", args.title,
-                                     bins=bins)]
+                        plot_buckets(panels, args.out / "buckets.png", args.title, axis=axis)]
         print("\nwrote " + ", ".join(str(p) for p in written))
     return 0
 

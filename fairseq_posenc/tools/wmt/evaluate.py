@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..evaluation import by_length, scoring
+from ..evaluation import AT5_BINS, by_length, scoring
 from ..experiment.translate import hypotheses, translate  # noqa: F401  (hypotheses: API)
 from ..textprep.files import read_lines, write_text_atomic
 from .execute import final_checkpoint
@@ -59,7 +59,7 @@ def evaluate(runs: Sequence[Run], data: Path, work: Path, in_process: bool = Fal
         detok = done.hypotheses
         scored = scoring.score(detok, refs, run.paper.metric, run.column.tgt)
         buckets = by_length(read_lines(src_path), detok, refs, run.paper.metric,
-                            run.column.src, run.column.tgt,
+                            run.column.src, run.column.tgt, bins=AT5_BINS,
                             untranslated=[i in done.untranslated for i in range(len(refs))])
         write_json(run.result_path(work), {
             "paper": run.paper.key, "row": run.row.label, "column": run.column.label,
