@@ -151,7 +151,7 @@ def command(out: Path, data: Path, cap: int) -> list[str]:
             "-s", "en", "-t", "de", "--encodings", "sinusoidal", "t5", "--until-converged",
             "--patience", "2", "--validate-every", "5", "--max-update", str(cap),
             "--test", "test", "--cpu", "--bpe-merges", "100", "--workers", "1",
-            "--parallel", "2", "--train-args=--warmup-updates 1 --lr 0.003"]
+            "--parallel", "2", "--train-args=--warmup-updates 1 --lr 0.01"]
 
 
 def compare(out: Path, data: Path, cap: int) -> str:
@@ -169,7 +169,7 @@ def test_runs_stop_when_converged_or_at_the_cap_and_a_raise_continues_only_the_c
                     str(data), "--seed", "3", "--train", "60", "--valid", "20", "--test", "10",
                     "--test-long", "4", "--long-min-len", "40", "--long-max-len", "50"],
                    check=True, capture_output=True)
-    out, cap = tmp_path / "cmp", 90
+    out, cap = tmp_path / "cmp", 50
     compare(out, data, cap)
     runs = {r["encoding"]: r for r in json.loads((out / "report.json").read_text())["runs"]}
     for encoding, record in runs.items():
@@ -189,7 +189,7 @@ def test_runs_stop_when_converged_or_at_the_cap_and_a_raise_continues_only_the_c
         assert record["checkpoint"].endswith("checkpoint_best.pt")
         assert record["best_loss"] == min(loss for _, loss in record["validation"])
     stopped = {e: r["stopped"] for e, r in runs.items()}
-    assert sorted(stopped.values()) == ["cap", "converged"], stopped  # one of each, at 90
+    assert sorted(stopped.values()) == ["cap", "converged"], stopped  # one of each, at 50
     converged = next(e for e, s in stopped.items() if s == "converged")
     capped = next(e for e, s in stopped.items() if s == "cap")
     report = (out / "report.md").read_text()
