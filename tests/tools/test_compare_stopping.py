@@ -193,6 +193,9 @@ def test_runs_stop_when_converged_or_at_the_cap_and_a_raise_continues_only_the_c
     converged = next(e for e, s in stopped.items() if s == "converged")
     capped = next(e for e, s in stopped.items() if s == "cap")
     report = (out / "report.md").read_text()
+    speed = json.loads((out / "report.json").read_text())["speed"]
+    assert speed["comparable"] and speed["placement"].startswith("runs trained 2 at once, ")
+    assert f"from fairseq's words per second: {speed['placement']}." in report
     assert f"converged at update {runs[converged]['stopped_at']}" in report
     assert f"cap reached at update {cap}" in report
 
