@@ -42,6 +42,9 @@ def command(out: Path, data: Path, seeds: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
             "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--seeds", str(seeds),
             "--max-update", "12", "--test", "test", "test_long", "--cpu",
+            # a batch of 512 tokens: an epoch of the 300 pairs is several updates, so that
+            # the run below is killed in the middle of its first epoch
+            "--batch-tokens", "512",
             "--bpe-merges", "100", "--workers", "1", *extra]
 
 
@@ -70,7 +73,8 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
     assert f"report: {out / 'report.md'}" in first
     seed1 = {e: files(out / "runs" / e / "seed1") for e in ENCODINGS}
 
-    # one more seed, killed while its first run trains (after a checkpoint_last.pt exists)
+    # one more seed, killed while its first run trains (after a checkpoint_last.pt exists, in
+    # its first epoch: checkpoints at every validation, not only at an epoch's end)
     killed = out / "runs" / "sinusoidal" / "seed2"
     with open(tmp_path / "killed.log", "w") as log:
         proc = subprocess.Popen(command(out, raw, 2), stdout=log, stderr=log,
@@ -98,6 +102,7 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
     saved = re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", killed_log)
     validated = re.findall(r"valid on 'valid' subset .* num_updates (\d+)", killed_log)
     assert int(resumed.group(1)) == int(saved[-1]) >= int(validated[-1]) - 1
+    assert re.search(r"Loaded checkpoint \S+ \(epoch 1 @", (killed / "train.log").read_text())
     assert f"sinusoidal seed 2: training, resuming at update {saved[-1]} " in again
 
     report = json.loads((out / "report.json").read_text())
