@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .textprep.encoding import check_utf8
 from .textprep.text import Cleaning
 from .textprep.files import PrepareError, count_lines, default_workers, write_text_atomic
 from .textprep.text import (apply_subword_nmt, binarize, clean_corpus, learn_subword_nmt,
@@ -49,7 +50,8 @@ def log(msg: str) -> None:
 
 def check_raw(raw: Path, src: str, tgt: str, splits: Sequence[str]) -> dict[str, int]:
     """The sentence pairs of each split of a raw corpus, or a :class:`PrepareError` that
-    says what is missing or uneven (every file is read once, nothing is written)."""
+    says what is missing, not UTF-8 (:func:`.textprep.encoding.check_utf8`) or uneven
+    (every file is read twice, nothing is written)."""
     missing = [f"{raw / f'{s}.{lang}'}" for s in splits for lang in (src, tgt)
                if not (raw / f"{s}.{lang}").is_file()]
     if missing:
@@ -59,6 +61,8 @@ def check_raw(raw: Path, src: str, tgt: str, splits: Sequence[str]) -> dict[str,
         raise PrepareError(f"each split once: got {list(splits)}")
     sizes = {}
     for split in splits:
+        for lang in (src, tgt):
+            check_utf8(raw / f"{split}.{lang}")
         counts = {lang: count_lines(raw / f"{split}.{lang}") for lang in (src, tgt)}
         if len(set(counts.values())) > 1:
             raise PrepareError(f"{split}: {counts[src]} {src} lines but {counts[tgt]} {tgt} "
