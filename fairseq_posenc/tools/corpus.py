@@ -5,7 +5,10 @@ tokenize / subword / binarize steps (:mod:`fairseq_posenc.tools.textprep.text`).
         [--valid valid] [--test test test_long] [--bpe-merges 2000]
 
 ``RAW_DIR`` holds one file per split and language, ``SPLIT.LANG`` (``train.en``,
-``train.de``, ...), a sentence per line. ``DIR`` gets:
+``train.de``, ...), a sentence per line, in UTF-8: a file in another encoding is refused
+before anything is written, naming its first line that is not UTF-8 and what it looks like
+(:func:`fairseq_posenc.tools.textprep.encoding.check_utf8`); a UTF-8 byte-order mark at the
+start is dropped. ``DIR`` gets:
 
 * ``raw/``: a copy of the validation and test splits as given, the references and sources
   that translations are scored against;
@@ -135,9 +138,10 @@ def prepare_corpus(raw: Path, src: str, tgt: str, dest: Path, valid: str = "vali
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="posenc-prepare-corpus",
-        description="Any parallel corpus of raw text (SPLIT.LANG files, a sentence per line) "
-                    "as a fairseq data directory, by the WMT preparation's own tokenize / "
-                    "subword / binarize steps: DEST/raw, tok, bpe, bin and prepared.json.")
+        description="Any parallel corpus of raw text (SPLIT.LANG files, a sentence per line, "
+                    "UTF-8) as a fairseq data directory, by the WMT preparation's own "
+                    "tokenize / subword / binarize steps: DEST/raw, tok, bpe, bin and "
+                    "prepared.json.")
     p.add_argument("raw", type=Path, help="directory of SPLIT.LANG raw text files")
     p.add_argument("--source-lang", "-s", required=True, help="source language (file suffix)")
     p.add_argument("--target-lang", "-t", required=True, help="target language (file suffix)")
