@@ -129,16 +129,37 @@ class Untranslatable:
 
 def checkpoint_limits(checkpoint: Path) -> LengthLimits:
     """:func:`length_limits` of a fairseq checkpoint's model configuration (memory-mapped:
-    the weights are not read)."""
+    the weights are not read). :class:`ValueError` naming the file when it is damaged
+    (:class:`~.checkpoint.DamagedCheckpoint`) or holds no ``transformer_posenc`` model's
+    configuration; one saved before a position flag existed gets the flag's default."""
+    import copy
+
+    from fairseq.models.transformer import (DEFAULT_MAX_SOURCE_POSITIONS,
+                                            DEFAULT_MAX_TARGET_POSITIONS)
     from omegaconf import DictConfig, OmegaConf
 
-    from .checkpoint import register_safe_globals
+    from .checkpoint import load
+    from .models import fill_position_defaults
 
-    register_safe_globals()  # fairseq's checkpoint globals for torch.load(weights_only=True)
-    state = torch.load(checkpoint, map_location="cpu", mmap=True)
-    model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
+    state = load(checkpoint, mmap=True)
+    cfg = state.get("cfg") if isinstance(state, dict) else None
+    model = cfg.get("model") if cfg is not None else (
+        state.get("args") if isinstance(state, dict) else None)
     if isinstance(model, DictConfig):
         model = argparse.Namespace(**OmegaConf.to_container(model, resolve=True))
+    if not isinstance(model, argparse.Namespace) or not hasattr(model, "pos_encoding"):
+        what = (f"a model of --arch {model.arch}" if hasattr(model, "arch")
+                else f"no model configuration (its entries: {', '.join(map(str, state))})"
+                if isinstance(state, dict) else f"a {type(state).__name__}")
+        raise ValueError(f"{checkpoint} is not a checkpoint of a fairseq-posenc model: it holds "
+                         f"{what}. Translate a checkpoint_*.pt that fairseq-train wrote with "
+                         "--user-dir fairseq_posenc and an --arch transformer_*_ENCODING")
+    model = copy.copy(model)
+    fill_position_defaults(model)  # flags added since the checkpoint was saved
+    model.max_source_positions = (getattr(model, "max_source_positions", None)
+                                  or DEFAULT_MAX_SOURCE_POSITIONS)
+    model.max_target_positions = (getattr(model, "max_target_positions", None)
+                                  or DEFAULT_MAX_TARGET_POSITIONS)
     return length_limits(model)
 
 

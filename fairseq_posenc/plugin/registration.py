@@ -17,16 +17,17 @@ _registered = False
 
 def register() -> None:
     """Register the model, its architectures, the tasks and the checkpoint globals with
-    fairseq and torch (importing both), and make a resumed training continue as the
-    uninterrupted run would: its batches (:mod:`.resume`) and ``--patience``'s count
-    (:mod:`.patience`). Idempotent."""
+    fairseq and torch (importing both), have fairseq name a damaged checkpoint file, and
+    make a resumed training continue as the uninterrupted run would: its batches
+    (:mod:`.resume`) and ``--patience``'s count (:mod:`.patience`). Idempotent."""
     global _registered
     if _registered:
         return
     _stop_watching()  # this imports fairseq itself; the hook must not call back in here
-    from .checkpoint import register_safe_globals
+    from .checkpoint import name_damaged_files, register_safe_globals
 
     register_safe_globals()
+    name_damaged_files()  # a damaged checkpoint's error names its file
     from .resume import pin_batch_order
 
     pin_batch_order()  # a resumed training continues with the uninterrupted run's batches

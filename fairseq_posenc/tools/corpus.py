@@ -5,7 +5,10 @@ tokenize / subword / binarize steps (:mod:`fairseq_posenc.tools.textprep.text`).
         [--valid valid] [--test test test_long] [--bpe-merges 2000]
 
 ``RAW_DIR`` holds one file per split and language, ``SPLIT.LANG`` (``train.en``,
-``train.de``, ...), a sentence per line. ``DIR`` gets:
+``train.de``, ...), a sentence per line, in UTF-8: a file in another encoding is refused
+before anything is written, naming its first line that is not UTF-8 and what it looks like
+(:func:`fairseq_posenc.tools.textprep.encoding.check_utf8`); a UTF-8 byte-order mark at the
+start is dropped. ``DIR`` gets:
 
 * ``raw/``: a copy of the validation and test splits as given, the references and sources
   that translations are scored against;
@@ -37,6 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .textprep.encoding import check_utf8
 from .textprep.text import Cleaning
 from .textprep.files import PrepareError, count_lines, default_workers, write_text_atomic
 from .textprep.text import (apply_subword_nmt, binarize, clean_corpus, learn_subword_nmt,
@@ -49,7 +53,8 @@ def log(msg: str) -> None:
 
 def check_raw(raw: Path, src: str, tgt: str, splits: Sequence[str]) -> dict[str, int]:
     """The sentence pairs of each split of a raw corpus, or a :class:`PrepareError` that
-    says what is missing or uneven (every file is read once, nothing is written)."""
+    says what is missing, not UTF-8 (:func:`.textprep.encoding.check_utf8`) or uneven
+    (every file is read twice, nothing is written)."""
     missing = [f"{raw / f'{s}.{lang}'}" for s in splits for lang in (src, tgt)
                if not (raw / f"{s}.{lang}").is_file()]
     if missing:
@@ -59,6 +64,8 @@ def check_raw(raw: Path, src: str, tgt: str, splits: Sequence[str]) -> dict[str,
         raise PrepareError(f"each split once: got {list(splits)}")
     sizes = {}
     for split in splits:
+        for lang in (src, tgt):
+            check_utf8(raw / f"{split}.{lang}")
         counts = {lang: count_lines(raw / f"{split}.{lang}") for lang in (src, tgt)}
         if len(set(counts.values())) > 1:
             raise PrepareError(f"{split}: {counts[src]} {src} lines but {counts[tgt]} {tgt} "
@@ -131,9 +138,10 @@ def prepare_corpus(raw: Path, src: str, tgt: str, dest: Path, valid: str = "vali
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(
         prog="posenc-prepare-corpus",
-        description="Any parallel corpus of raw text (SPLIT.LANG files, a sentence per line) "
-                    "as a fairseq data directory, by the WMT preparation's own tokenize / "
-                    "subword / binarize steps: DEST/raw, tok, bpe, bin and prepared.json.")
+        description="Any parallel corpus of raw text (SPLIT.LANG files, a sentence per line, "
+                    "UTF-8) as a fairseq data directory, by the WMT preparation's own "
+                    "tokenize / subword / binarize steps: DEST/raw, tok, bpe, bin and "
+                    "prepared.json.")
     p.add_argument("raw", type=Path, help="directory of SPLIT.LANG raw text files")
     p.add_argument("--source-lang", "-s", required=True, help="source language (file suffix)")
     p.add_argument("--target-lang", "-t", required=True, help="target language (file suffix)")

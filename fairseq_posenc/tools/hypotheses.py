@@ -1,7 +1,10 @@
 """The hypotheses of a ``fairseq-generate`` run, one per test sentence, in the test set's
 order: read once here for the demo, the WMT reproduction and the tests.
 
-fairseq-generate prints ``H-<id>\\t<score>\\t<text>`` per sentence in batch order. A sentence
+fairseq-generate prints ``H-<id>\\t<score>\\t<text>`` per sentence in batch order; with
+``--nbest N`` it prints N of them per sentence, the best first (its sequence generator sorts
+each sentence's finished hypotheses by score, descending, and ``generate.py`` prints them in
+that order), so the first ``H-`` line of an id is its translation. A sentence
 can silently go missing (fairseq's default ``--required-batch-size-multiple 8`` drops a
 last, smaller batch; ``--skip-invalid-size-inputs-valid-test`` drops long ones), so
 :func:`in_order` insists on every id, except those the caller declares untranslated (a
@@ -33,13 +36,13 @@ class MissingHypotheses(ValueError):
 
 def parse(lines: Iterable[str], prefix: str = "H") -> dict[int, str]:
     """``{sentence id: text}`` of the ``H-`` lines (or ``D-``, detokenized, with
-    ``prefix="D"``)."""
+    ``prefix="D"``): the first line of each id, its best hypothesis whatever ``--nbest``."""
     found: dict[int, str] = {}
     tag = prefix + "-"
     for line in lines:
         if line.startswith(tag):
             head, _score, text = (line.rstrip("\n").split("\t") + [""])[:3]
-            found[int(head[len(tag):])] = text
+            found.setdefault(int(head[len(tag):]), text)
     return found
 
 
@@ -104,6 +107,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"--detokenize {args.detokenize} has no bpe.json; pass the bpe/ directory "
                 "of the posenc-prepare-corpus or posenc-prepare-wmt output the model was "
                 "trained on")
+        if args.ref is not None:  # its lines are counted as UTF-8 text
+            from .textprep.encoding import check_utf8
+            from .textprep.files import PrepareError
+            try:
+                check_utf8(args.ref)
+            except PrepareError as e:
+                raise ValueError(f"--ref {e}") from None
         expected = count_lines(args.ref) if args.ref is not None else args.expected
         if expected < 1:
             given = f"--ref {args.ref} has no line" if args.ref else f"--expected {expected}"

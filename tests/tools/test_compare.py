@@ -218,7 +218,7 @@ def test_uneven_or_missing_language_files_are_refused(raw, tmp_path, capsys):
 @pytest.mark.slow  # the comparison prepares its data before it refuses
 def test_a_table_of_positions_shorter_than_the_training_data_is_refused(raw, tmp_path, capsys):
     out = tmp_path / "cmp"
-    says = run_main(base_args(out, raw, "--encodings", "sinusoidal", "diet_abs",
+    says = run_main(base_args(out, raw, "--encodings", "diet_abs",  # its flag: its own comparison
                               "--train-args=--diet-abs-max-len 8"), capsys)
     assert "diet_abs represents 8 positions (--diet-abs-max-len)" in says
     assert 'raise it with --train-args "--diet-abs-max-len' in says

@@ -207,7 +207,7 @@ def test_runs_stop_when_converged_or_at_the_cap_and_a_raise_continues_only_the_c
     compare(out, data, 400)  # a raised cap: the run at the cap continues, the other stays
     assert files(out / "runs" / converged / "seed1") == before[converged]
     continued = (out / "runs" / capped / "seed1" / "train.log").read_text()
-    assert f"Loaded checkpoint" in continued and f"@ {cap} updates)" in continued
+    assert "Loaded checkpoint" in continued and f"@ {cap} updates)" in continued
     raised = {r["encoding"]: r for r in json.loads((out / "report.json").read_text())["runs"]}
     assert raised[capped]["stopped"] == "converged" and cap < raised[capped]["stopped_at"] < 400
     assert raised[capped]["budgets"] == [cap, 400] and raised[converged]["budgets"] == [cap]

@@ -120,3 +120,52 @@ def test_the_module_imports_only_the_standard_library():
             assert node.level == 0, "a module-level import from the package"
             names.add(node.module.split(".")[0])
     assert names - {"__future__"} <= set(sys.stdlib_module_names)
+
+
+#: ``--nbest 2`` output as fairseq-generate prints it: each id's hypotheses best first.
+NBEST = ("S-1\tb\nH-1\t-0.40\tzwei\nH-1\t-0.90\tzwei zwei\nD-1\t-0.40\tzwei\n"
+         "S-0\ta\nH-0\t-0.10\teins\nH-0\t-0.70\teins eins\n")
+
+
+def test_with_nbest_the_best_hypothesis_is_read(tmp_path, capsys):
+    (tmp_path / "generate.log").write_text(NBEST, encoding="utf-8")
+    assert main([str(tmp_path / "generate.log"), "--expected", "2"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["eins", "zwei"]
+
+
+@pytest.mark.slow  # a tiny model trained for 8 updates, translated twice
+def test_nbest_output_of_fairseq_generate_reads_as_its_one_best(tmp_path):
+    """fairseq-generate's own ``--nbest 3`` output: each sentence's hypothesis read is the
+    one ``--nbest 1`` prints, and the highest-scoring of its three (a plain loop over the
+    H- lines' scores)."""
+    import torch
+
+    from fairseq_posenc.tools.hypotheses import parse
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only contend on a busy machine
+    try:
+        one, three = _translated_twice(tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+    lines: dict[int, list[tuple[float, str]]] = {}
+    for line in three.splitlines():
+        if line.startswith("H-"):
+            head, score, text = line.split("\t")
+            lines.setdefault(int(head[2:]), []).append((float(score), text))
+    assert sorted(lines) == list(range(11)) and {len(v) for v in lines.values()} == {3}
+    assert len({text for v in lines.values() for _, text in v}) > 11  # three differ
+    best = {i: max(v)[1] for i, v in lines.items()}
+    assert parse(three.splitlines()) == best == parse(one.splitlines())
+
+
+def _translated_twice(tmp_path: Path) -> tuple[str, str]:
+    """fairseq-generate's output with --nbest 1 and --nbest 3 of one tiny model."""
+    import tests.support.cli_utils as cu
+
+    cu.create_parallel_corpus(tmp_path / "raw", num_train=100, num_valid=10, num_test=11)
+    cu.preprocess_translation_data(tmp_path / "raw", tmp_path / "bin")
+    cu.train_translation_model(tmp_path / "bin", tmp_path / "ckpt", "transformer_tiny_rope")
+    checkpoint = tmp_path / "ckpt" / "checkpoint_last.pt"
+    return (cu.generate_main(tmp_path / "bin", checkpoint),
+            cu.generate_main(tmp_path / "bin", checkpoint, ["--nbest", "3"]))

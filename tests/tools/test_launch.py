@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -109,6 +108,53 @@ def test_slurm_without_sbatch_says_where_to_run(raw, tmp_path, capsys, monkeypat
     with pytest.raises(SystemExit):
         reproduce.main(["train", "--paper", "diet", "--parallel", "0"])
     assert "--parallel must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--slurm-option", "qos=high\ntouch /tmp/x"),  # the user's: sbatch stops reading there
+    ("--slurm-option", "comment=a\rb"),
+    ("--slurm-partition", "gpu\n#SBATCH --time=1"),
+    ("--slurm-account", "lab\x00"),
+    ("--slurm-time", "60\n"),
+    ("--slurm-mem", "8G\t"),
+    ("--slurm-option", "comment=a\u2028b"),  # a Unicode line separator
+    ("--slurm-setup", "module load cuda\nrm -rf ~"),
+    ("--slurm-setup", "echo \x1b[31m"),
+])
+def test_control_characters_in_job_script_values_are_refused_when_parsed(
+        raw, tmp_path, capsys, monkeypatch, option, value):  # noqa: F811
+    """Refused by the option's type, before any check or SLURM command: fake sbatch, squeue
+    and srun on the PATH record any call, and none is made; nothing is written."""
+    bin_dir, called = tmp_path / "bin", tmp_path / "called"
+    bin_dir.mkdir()
+    for command in ("sbatch", "squeue", "srun"):
+        (bin_dir / command).write_text(f"#!/bin/sh\necho {command} >> {called}\n")
+        (bin_dir / command).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    out = tmp_path / "cmp"
+    says = run_main(base_args(out, raw, "--encodings", "t5", "--launcher", "slurm",
+                              option, value), capsys)
+    assert f"argument {option}: {value!r} holds the control character" in says
+    assert not out.exists() and not called.exists()
+    with pytest.raises(SystemExit):
+        reproduce.main(["train", "--paper", "diet", "--launcher", "slurm", "--work",
+                        str(tmp_path / "work"), option, value])
+    assert f"argument {option}: {value!r} holds the control character" in (
+        capsys.readouterr().err)
+    assert not (tmp_path / "work").exists() and not called.exists()
+
+
+def test_a_tab_in_a_setup_line_and_unicode_in_values_are_kept():
+    from fairseq_posenc.tools.launch import options
+
+    p = cli.parser()
+    args = p.parse_args(["out", "--data", "d", "-s", "en", "-t", "de", "--encodings", "t5",
+                         "--max-update", "1", "--launcher", "slurm",
+                         "--slurm-setup", "export A=1\t# tab", "--slurm-account", "Žluťoučký",
+                         "--slurm-option", "comment=naïve «run»"])
+    assert args.slurm_setup == ["export A=1\t# tab"]
+    assert args.slurm_account == "Žluťoučký" and args.slurm_option == ["comment=naïve «run»"]
+    assert options.directive("gpu") == "gpu"
 
 
 def test_a_locked_comparison_is_refused(raw, tmp_path, capsys):  # noqa: F811

@@ -116,12 +116,12 @@ def test_scoring_imports_neither_fairseq_nor_torch(tmp_path):
     (tmp_path / "a.de").write_text("Das ist ein Test.\nNoch ein Satz hier.\n")
     (tmp_path / "b.de").write_text("Das ist kleiner Test.\nEin Satz.\n")
     (tmp_path / "src.en").write_text("This is a small test.\nAnother sentence here.\n")
-    run = python(LOADED + f"""
+    run = python(LOADED + """
 import json, sys
 from fairseq_posenc.tools.evaluation.cli import main
 code = main(["--ref", "ref.de", "--hyp", "a=a.de", "--hyp", "b=b.de", "--src", "src.en",
              "--out", "out"])
-print(json.dumps({{**loaded(), "code": code}}))
+print(json.dumps({**loaded(), "code": code}))
 """, cwd=tmp_path)
     assert run == {"fairseq": False, "torch": False, "code": 0}
     assert json.loads((tmp_path / "out" / "scores.json").read_text())["systems"]["b"]

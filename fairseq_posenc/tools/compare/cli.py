@@ -5,8 +5,9 @@ inspected, with a report that says which differences are real.
         --size tiny --seeds 3 --max-update 4000 --test test test_long --cpu
 
 Everything that can be checked is checked before any training (the data's files and line
-counts, the encodings and architectures, the baseline, a GPU unless ``--cpu``, tables of
-absolute positions long enough for the training data, a ``--train-max-len`` that leaves
+counts and encoding, the encodings and architectures, every run's ``fairseq-train`` command
+with ``--train-args`` (:mod:`.fairseq_flags`), the baseline, a GPU unless ``--cpu``, tables
+of absolute positions long enough for the training data, a ``--train-max-len`` that leaves
 enough training pairs, the ``--variants`` and the flags they add, a rerun's settings against
 ``OUT/settings.json``). ``docs/compare.md`` explains the report.
 """
@@ -23,7 +24,7 @@ from typing import Optional, Sequence
 from ..experiment.checkpoints import check_rule
 from ..launch import dispatch, lock, options as launch_options
 from ..launch.options import Launcher
-from . import (budget, convergence, data, extrapolation, jobs, plan, report,
+from . import (budget, convergence, data, extrapolation, fairseq_flags, jobs, plan, report,
                settings as settings_mod, stopping, summary, variants as variants_mod)
 from .execute import say
 from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
@@ -312,6 +313,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error(str(e))
     data.check(settings)
     check_models(settings, encodings)
+    fairseq_flags.check_train_args(settings, encodings, batch)
     variants_mod.check(variants, encodings, settings)
     if not settings.cpu and launcher.kind == "local":  # a SLURM job finds its GPUs there
         import torch

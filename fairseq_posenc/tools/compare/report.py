@@ -106,7 +106,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
         blocks.append(("h2", f"{split}: {rows[0]['sentences']} sentences, "
                              f"{rows[0]['beyond_training']} longer than any training source"))
         blocks.append(("table", ["encoding", "BLEU", "chrF", f"Δ BLEU vs {baseline}",
-                                 "p (BLEU)", f"Δ chrF", "p (chrF)", "parameters added",
+                                 "p (BLEU)", "Δ chrF", "p (chrF)", "parameters added",
                                  "time per word"],
                        [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving")),
                          _mean_sd(r["bleu_mean"], r["bleu_sd"], r["n"]),

@@ -14,18 +14,18 @@ translation whose flags have changed is made again. A variant changes only trans
 the report: adding one to a rerun translates only it.
 
 :func:`check` refuses, before any training: a malformed or duplicate variant, one of an
-encoding not compared, flags that ``fairseq-generate`` does not take or that
-``posenc-compare`` sets itself, training flags of an encoding (another encoding's get
-:func:`fairseq_posenc.plugin.models.check_foreign_flags`' message), and a ``--rope-scaling`` the
-encoding's checkpoints would refuse (:mod:`fairseq_posenc.plugin.translation_scaling`'s own checks:
+encoding not compared, flags that ``posenc-compare`` sets itself, training flags of an
+encoding (another encoding's get :func:`fairseq_posenc.plugin.models.check_foreign_flags`'
+message), flags that ``fairseq-generate`` does not take, any other flag than the plugin's
+``--rope-scaling`` options (:func:`.fairseq_flags.variant_flags` says why: every row is
+decoded and scored alike), and a ``--rope-scaling`` the encoding's checkpoints would
+refuse (:mod:`fairseq_posenc.plugin.translation_scaling`'s own checks:
 an encoding without a rotation, YaRN without a training length).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import logging
 import re
 import shlex
@@ -35,6 +35,7 @@ from typing import Any, Optional, Sequence
 
 from .data import Corpus
 from .execute import evaluate, say
+from .fairseq_flags import variant_flags
 from .plan import Run, arch
 from .settings import Settings
 
@@ -81,31 +82,13 @@ def parse(spec: str) -> Variant:
     if not colon or not encoding or not flags:
         raise ValueError(f"--variants {spec!r} is not [LABEL=]ENCODING:FLAGS, e.g. "
                          "\"rope:--rope-scaling yarn --rope-scaling-factor 4\"")
-    name = label or f"{encoding}+" + "-".join(
-        [f for f in flags if not f.startswith("-")] or [f.lstrip("-") for f in flags])
+    values = [f.split("=", 1)[1] if f.startswith("-") else f for f in flags
+              if not f.startswith("-") or "=" in f]  # --flag VALUE and --flag=VALUE
+    name = label or f"{encoding}+" + "-".join(values or [f.lstrip("-") for f in flags])
     if not _NAME.match(name):
         raise ValueError(f"--variants {spec!r}: the row name {name!r} may hold only letters, "
                          "digits and _ . + -: name it, LABEL=ENCODING:FLAGS")
     return Variant(name, encoding, flags)
-
-
-def _generation_args(flags: Sequence[str]):
-    """fairseq-generate's parse of ``flags`` with the variants' task; ValueError with
-    argparse's message."""
-    from fairseq import options
-
-    from ... import register
-
-    register()
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return options.parse_args_and_arch(options.get_generation_parser(), [
-                "/nonexistent", "--task", TASK, "--path", "/nonexistent.pt", *flags])
-    except SystemExit:
-        message = err.getvalue().strip().splitlines()
-        raise ValueError(message[-1].split("error: ", 1)[-1] if message
-                         else "fairseq-generate refuses them") from None
 
 
 def _check_flags(variant: Variant, settings: Settings) -> None:
@@ -129,7 +112,7 @@ def _check_flags(variant: Variant, settings: Settings) -> None:
         raise ValueError(f"{', '.join(given)}: a training flag of --pos-encoding "
                          f"{variant.encoding}, fixed in its checkpoints; to compare it, add "
                          "a comparison with it in --train-args")
-    generation = _generation_args(variant.flags)
+    generation = variant_flags(variant.flags, TASK)
     scaling = requested_scaling(generation)
     if scaling is not None:
         if scaling.kind == "yarn" and scaling.original_len is None and not settings.train_max_len:
@@ -165,8 +148,8 @@ def check(variants: Sequence[Variant], encodings: Sequence[str], settings: Setti
             _check_flags(variant, settings)
         except ValueError as e:
             raise SystemExit(f"posenc-compare: --variants {variant.name}: "
-                             f"{variant.encoding}'s checkpoints refuse "
-                             f"{' '.join(variant.flags)}: {e}") from None
+                             f"\"{variant.encoding}:{' '.join(variant.flags)}\" is refused: "
+                             f"{e}") from None
 
 
 def translate_all(settings: Settings, corpus: Corpus, runs: Sequence[Run],

@@ -32,10 +32,18 @@ BINS_EXAMPLE = "--bins 5 10 15 20 30"
 
 
 def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file (a leading byte-order mark dropped); a file in another
+    encoding stops the command, naming its first line that is not UTF-8."""
+    from ..textprep.encoding import check_utf8
+    from ..textprep.files import PrepareError
+
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        check_utf8(path)
+        return path.read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:
         raise SystemExit(f"posenc-score: {path} does not exist") from None
+    except PrepareError as e:
+        raise SystemExit(f"posenc-score: {e}") from None
 
 
 def language(path: Path, given: Optional[str], flag: str) -> str:

@@ -90,13 +90,16 @@ def final_checkpoint(save_dir: Path, rule: str, *, say: Optional[Callable[[str],
 
 def average_checkpoints(paths: Sequence[Path], out: Path) -> Path:
     """Parameter-wise mean of ``paths`` (as fairseq's scripts/average_checkpoints.py), the
-    rest of the state from the last one. Written to a temporary name, then renamed."""
+    rest of the state from the last one. Written to a temporary name, then renamed. A
+    damaged one stops with :class:`SystemExit` naming it."""
     import torch
 
-    from ...plugin.checkpoint import register_safe_globals
+    from ...plugin.checkpoint import DamagedCheckpoint, load
 
-    register_safe_globals()  # fairseq's checkpoint globals for torch.load(weights_only=True)
-    states = [torch.load(p, map_location="cpu") for p in paths]
+    try:
+        states = [load(p) for p in paths]
+    except DamagedCheckpoint as e:
+        raise SystemExit(str(e)) from None
     averaged = dict(states[-1])
     averaged["model"] = {
         k: (sum(s["model"][k].double() for s in states) / len(states)).to(v.dtype)

@@ -83,11 +83,16 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
     the hypotheses, detokenized as ``subword`` says (bpe.json or a manifest: ``bpe`` and
     ``tokenizer``, see :func:`fairseq_posenc.tools.textprep.text.detokenize`), go to ``hyp_path``.
     ``label`` names the model in the notes on skipped sources; ``extra``: more
-    fairseq-generate flags (``--cpu``)."""
+    fairseq-generate flags (``--cpu``). A damaged checkpoint, or one of another model, stops
+    with :class:`SystemExit` naming it, before fairseq-generate starts."""
     from ...plugin.extrapolation import Untranslatable, checkpoint_limits, source_sizes
 
     lengths = source_sizes(data_bin, split, src, tgt)
-    skip = Untranslatable.of(checkpoint_limits(checkpoint), lengths)
+    try:
+        limits = checkpoint_limits(checkpoint)  # the first read of the checkpoint
+    except ValueError as e:  # damaged, or not a fairseq-posenc model's: the message says
+        raise SystemExit(str(e)) from None
+    skip = Untranslatable.of(limits, lengths)
     log = out_dir.with_name(out_dir.name + ".log")
     run_fairseq("fairseq-generate",
                 generate_args(data_bin, checkpoint, split, src, tgt, out_dir,

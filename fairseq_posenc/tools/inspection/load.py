@@ -36,7 +36,7 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from ... import register
-from ...plugin.checkpoint import decode_tag
+from ...plugin.checkpoint import DamagedCheckpoint, decode_tag, load
 from ...plugin.models import PosencTransformerModel, fill_position_defaults
 
 #: Says what a fairseq-posenc checkpoint is, for every "not one of ours" error.
@@ -73,7 +73,9 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise fail(f"no checkpoint file at {path}. {WHAT_WE_READ}; pass its path.")
     register()
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load(path, weights_only=True)
+    except DamagedCheckpoint as err:
+        raise fail(str(err)) from None
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
         lines = str(err).splitlines() or [""]
         reason = next((line for line in lines if "Unsupported global" in line), lines[0])

@@ -1,15 +1,51 @@
 """The command-line options of the launchers, the same in ``posenc-compare`` and
-``posenc-reproduce``, and their checks (before anything long starts)."""
+``posenc-reproduce``, and their checks (before anything long starts).
+
+Every ``--slurm-*`` text goes into the job script that submitit writes: the partition,
+account, time, memory and ``--slurm-option`` values as ``#SBATCH`` lines, ``--slurm-setup``
+lines as shell lines after them. sbatch stops reading directives at the first line that is
+not one, so a newline inside a value would end them there, silently dropping the directives
+after it (the time limit, the requeue signal) and running the rest as shell commands. The
+options' types (:func:`directive`, :func:`setup_line`) refuse control characters while the
+command line is parsed, before any SLURM command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import unicodedata
 from dataclasses import dataclass
 from typing import Optional
 
 from .slurm import Slurm, check, parse_time
 
 SLURM_DEFAULTS = Slurm()
+
+#: Unicode categories refused in a job script's values: control characters (newline,
+#: carriage return, tab, escape, NUL, ...) and the line and paragraph separators.
+_CONTROL = ("Cc", "Zl", "Zp")
+
+
+def _refuse_control(value: str, allowed: str, what: str) -> str:
+    bad = [c for c in value if unicodedata.category(c) in _CONTROL and c not in allowed]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} holds the control character {bad[0]!r}: {what} goes into the job "
+            "script, where a line break would end sbatch's #SBATCH directives (those after "
+            "it silently dropped). Give the value without it; repeat the option for another "
+            "sbatch option or setup line")
+    return value
+
+
+def directive(value: str) -> str:
+    """An ``#SBATCH`` value, checked (the options' ``type``): no control character."""
+    return _refuse_control(value, "", "an sbatch option's value")
+
+
+def setup_line(value: str) -> str:
+    """A ``--slurm-setup`` shell line, checked (the option's ``type``): no control
+    character but the tab; each line is an option of its own."""
+    return _refuse_control(value, "\t", "a --slurm-setup line")
 
 
 @dataclass(frozen=True)
@@ -45,20 +81,24 @@ def add(parser: argparse.ArgumentParser, *, slurm_gpus: bool) -> None:
         g.add_argument("--slurm-gpus-per-run", type=int, metavar="G",
                        help="GPUs of each job, on one node (default 1; 0 with --cpu); the "
                             "update frequency keeps the batch whatever G")
-    g.add_argument("--slurm-partition", metavar="NAME", help="the jobs' partition")
-    g.add_argument("--slurm-account", metavar="NAME", help="the account the jobs are charged to")
-    g.add_argument("--slurm-time", metavar="TIME",
+    g.add_argument("--slurm-partition", metavar="NAME", type=directive,
+                   help="the jobs' partition")
+    g.add_argument("--slurm-account", metavar="NAME", type=directive,
+                   help="the account the jobs are charged to")
+    g.add_argument("--slurm-time", metavar="TIME", type=directive,
                    help=f"each job's time limit, in SLURM's form (minutes, H:MM:SS, D-HH); "
                         f"a job that reaches it is requeued and continues from its last "
                         f"checkpoint (default {SLURM_DEFAULTS.time_minutes} minutes)")
     g.add_argument("--slurm-cpus-per-run", type=int, metavar="N",
                    help=f"CPUs of each job (default {SLURM_DEFAULTS.cpus_per_run})")
-    g.add_argument("--slurm-mem", metavar="MEM",
+    g.add_argument("--slurm-mem", metavar="MEM", type=directive,
                    help=f"memory of each job, as sbatch --mem (default {SLURM_DEFAULTS.mem})")
     g.add_argument("--slurm-option", action="append", default=[], metavar="KEY=VALUE",
+                   type=directive,
                    help="any other sbatch option, as #SBATCH --KEY=VALUE (repeat it: "
                         "--slurm-option qos=high --slurm-option constraint=a100)")
     g.add_argument("--slurm-setup", action="append", default=[], metavar='"LINE"',
+                   type=setup_line,
                    help="a shell line each job runs before the run (repeat it), e.g. "
                         "\"module load cuda/12.4\"")
 

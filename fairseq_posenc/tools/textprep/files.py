@@ -8,7 +8,9 @@ Decisions:
   killed run never leaves a half-written file that a rerun would take as finished.
 * Text is read as UTF-8 with ``\\n`` as the only line separator (:func:`open_text`) and
   the characters other readers take as line breaks become spaces (:func:`sanitize`), so
-  every tool of the chain counts the same lines.
+  every tool of the chain counts the same lines. A raw corpus in another encoding is
+  refused before anything is prepared from it (:mod:`.encoding`); a UTF-8 byte-order mark
+  at the start of a file is dropped.
 * A finished step writes ``DEST/.stamps/STEP.json`` with a key of its inputs and settings
   (:class:`Stamps`); a rerun skips it while the key matches and its outputs exist.
 """
@@ -80,9 +82,10 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def open_text(path: Path, mode: str = "r"):
     """Open UTF-8 text with ``\\n`` as the only line separator (so ``\\r`` inside a line does
-    not split it); invalid input bytes are replaced."""
+    not split it); when reading, a UTF-8 byte-order mark at the start is dropped and invalid
+    bytes are replaced (a raw corpus is checked before: :mod:`.encoding`)."""
     if "r" in mode:
-        return open(path, mode, encoding="utf-8", errors="replace", newline="\n")
+        return open(path, mode, encoding="utf-8-sig", errors="replace", newline="\n")
     return open(path, mode, encoding="utf-8", newline="\n")
 
 

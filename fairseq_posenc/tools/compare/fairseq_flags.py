@@ -1,0 +1,227 @@
+"""The fairseq flags a comparison takes from its user, ``--train-args`` and ``--variants``,
+checked with fairseq's own parsers before any work: a flag that would fail inside
+``fairseq-train`` or ``fairseq-generate``, or silently change what the comparison trains,
+saves, translates or scores, stops the command before anything is prepared or written.
+
+``--train-args`` (:func:`check_train_args`): every run's whole ``fairseq-train`` command
+(:func:`.plan.train_args`: the comparison's own flags, the recipe, ``--train-args``, the
+batch's split) is parsed by fairseq's training parser for each encoding's architecture, and
+the plugin's own check of the encoding's flags (:func:`~fairseq_posenc.plugin.models.
+configure_positions`) runs on the result, as ``fairseq-train`` does when it builds the
+model: an unknown flag, a bad value, or a flag of another encoding (``--shaw-clip`` when
+comparing ``t5`` and ``rope``) is refused with fairseq's or the plugin's message and the
+encodings that refuse it. Refused too, although fairseq would take them:
+
+* the flags posenc-compare gives every run itself (:data:`DECIDED`, and whatever else
+  :func:`.plan.train_args` sets in this comparison, e.g. ``--save-interval-updates`` under
+  ``--checkpoint avgN``): fairseq reads the last of a repeated flag, so ``--train-args``
+  would override them (``--save-dir`` trains into a folder that the evaluation never
+  reads; ``--seed`` or ``--arch`` makes every run the same);
+* the flags that change what the comparison relies on (:data:`RELIED_ON`): each run saves
+  ``checkpoint_last.pt`` (the evaluated checkpoint of ``--checkpoint last``, and where an
+  interrupted or continued run resumes, whole: weights, optimizer, schedule, data
+  position), ``checkpoint_best.pt`` (the lowest validation loss) and the interval
+  checkpoints of ``avgN``, validates for the report's convergence check, and trains for
+  the same ``--max-update`` or ``--max-epoch`` as every other run.
+
+``--keep-last-epochs`` and ``--save-interval`` stay allowed: epoch checkpoints are off
+(``--no-epoch-checkpoints``), the only files ``--keep-last-epochs`` deletes, and fairseq
+saves ``checkpoint_last.pt`` at the end of training whatever ``--save-interval``. Recipe
+flags (``--lr``, ``--max-tokens``, ``--dropout``, ...) and model flags of every compared
+encoding are what ``--train-args`` is for.
+
+``--variants`` (:func:`variant_flags`): a variant may set only the options that the
+plugin's translation task adds to fairseq-generate's for a trained encoding
+(:data:`VARIANT_OPTIONS`: ``--rope-scaling``, ``--rope-scaling-factor``,
+``--rope-scaling-original-len``), the encoding read otherwise at translation time. A variant
+is a row tested against the baseline, which translates with the comparison's decoding
+(beam 10, length penalty 0.6, the best hypothesis scored against the references); a
+decoding flag in one row (``--beam``, ``--lenpen``, ``--max-len-b``, ``--nbest``,
+``--sampling``, ``--prefix-size``, ``--score-reference``, ``--results-path``, ...) would
+make its difference the decoder's or the scoring's, not the encoding's, so none is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import io
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..launch.batch import Split
+from .settings import Settings
+
+#: fairseq-train settings that a comparison decides for every run: how.
+DECIDED = {
+    "seed": "run k of every encoding trains with seed k (--seeds)",
+    "arch": "each run trains PREFIX_ENCODING (--size or --arch-prefix)",
+    "task": "translation, or translation_extrapolation with --train-max-len",
+    "train_max_len": "set it with posenc-compare's --train-max-len",
+    "source_lang": "set it with posenc-compare's -s",
+    "target_lang": "set it with posenc-compare's -t",
+    "user_dir": "posenc-compare loads the plugin",
+    "save_dir": "every run saves into OUT/runs/ENC/seedK/checkpoints, where its evaluation, "
+                "its resumption and the report read",
+    "no_epoch_checkpoints": "runs keep no epoch checkpoints",
+    "max_update": "set it with posenc-compare's --max-update",
+    "max_epoch": "set it with posenc-compare's --max-epoch",
+    "cpu": "set it with posenc-compare's --cpu",
+    "update_freq": "set --batch-tokens: the launcher splits each update over the run's GPUs",
+    "distributed_world_size": "set --batch-tokens: the launcher splits each update over the "
+                              "run's GPUs",
+    **dict.fromkeys(("distributed_rank", "distributed_num_procs", "device_id"),
+                    "the launcher gives each run its GPUs"),
+    "log_format": "the report reads train.log in fairseq's simple format",
+    "log_interval": "the report reads train.log's progress lines every 50 updates",
+    "train_subset": "every run trains on the train split of --data",
+    "valid_subset": "set it with posenc-compare's --valid",
+}
+
+_RESUME = ("an interrupted or continued run resumes from its own checkpoint_last.pt, whole "
+           "(weights, optimizer, schedule, data position)")
+_SAVED = "every run is evaluated from, and resumes from, its checkpoint_last.pt"
+_BEST = ("checkpoint_best.pt is the lowest validation loss (--checkpoint best, as the report "
+         "says)")
+_STOP = "every run trains for the same --max-update or --max-epoch"
+
+#: fairseq-train settings that the comparison relies on at fairseq's defaults: why.
+RELIED_ON = {
+    **dict.fromkeys(("restore_file", "reset_optimizer", "reset_lr_scheduler", "reset_meters",
+                     "reset_dataloader", "finetune_from_model", "optimizer_overrides",
+                     "continue_once", "no_save_optimizer_state"), _RESUME),
+    **dict.fromkeys(("no_save", "no_last_checkpoints"), _SAVED),
+    "disable_validation": "the report's convergence check and --checkpoint best read the "
+                          "validations",
+    **dict.fromkeys(("best_checkpoint_metric", "maximize_best_checkpoint_metric"), _BEST),
+    **dict.fromkeys(("patience", "stop_time_hours", "stop_min_lr"), _STOP),
+}
+
+#: Set by the batch's split from the recipe's and --train-args' own value: theirs to set.
+_FROM_USER = ("max_tokens",)
+
+
+def _variant_options() -> frozenset[str]:
+    from fairseq.tasks.translation import TranslationConfig
+
+    from ...plugin.translation_scaling import RopeScalingConfig
+
+    def names(config) -> set[str]:
+        return {f.name for f in dataclasses.fields(config)}
+
+    return frozenset(names(RopeScalingConfig) - names(TranslationConfig))
+
+
+def parse(make_parser: Callable[[], argparse.ArgumentParser],
+          argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """fairseq's ``parse_args_and_arch`` of ``argv`` with a new parser from
+    ``make_parser``; the parser (with every option of the task and architecture the
+    arguments name) and the arguments. :class:`ValueError` with argparse's message, the
+    parser then in ``.parser``."""
+    from fairseq import options
+
+    from ... import register
+
+    register()  # the plugin's architectures and tasks, which fairseq's parser offers
+    parser = make_parser()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            return parser, options.parse_args_and_arch(parser, list(argv))
+    except SystemExit:
+        lines = err.getvalue().strip().splitlines()
+        error = ValueError(lines[-1].split("error: ", 1)[-1] if lines
+                           else "fairseq's parser refuses them")
+        error.parser = parser  # type: ignore[attr-defined]
+        raise error from None
+
+
+def named(parser: argparse.ArgumentParser, flags: Sequence[str]) -> list[tuple[str, str]]:
+    """``(option, dest)`` of every option of ``parser`` that ``flags`` names, as argparse
+    reads them: ``--opt``, ``--opt=value``, ``-s`` and ``-sVALUE`` (fairseq's parsers
+    take no abbreviations)."""
+    actions = parser._option_string_actions  # argparse's map of option strings
+    found = []
+    for flag in flags:
+        name = flag.split("=", 1)[0]
+        if name not in actions and flag[:1] == "-" and flag[1:2] != "-":
+            name = flag[:2]  # -sen: -s en
+        if flag[:1] == "-" and name in actions:
+            found.append((name, actions[name].dest))
+    return found
+
+
+def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: Split) -> None:
+    """Stop (:class:`SystemExit`, naming the flag, the encodings and what to do) on
+    ``--train-args`` that fairseq or the plugin would refuse for some encoding's run, or
+    that override what the comparison decides or relies on (see the module docstring)."""
+    from fairseq import options
+
+    from ...plugin.models import configure_positions
+    from .data import Corpus
+    from .plan import Run, train_args
+
+    given = f"posenc-compare: --train-args \"{' '.join(settings.train_args)}\""
+    corpus = Corpus(Path("/nonexistent"), settings.source_lang, settings.target_lang, {}, (),
+                    {})  # a stand-in for the prepared corpus: parsing reads no data
+    own = dataclasses.replace(settings, recipe=(), train_args=())  # the comparison's flags
+
+    def command(s: Settings, encoding: str) -> list[str]:
+        return train_args(s, corpus, Run(encoding, 1), Path("/nonexistent/OUT"), batch_split)
+
+    failures: dict[str, str] = {}  # encoding: fairseq's or the plugin's message
+    parser: Optional[argparse.ArgumentParser] = None
+    for encoding in encodings:
+        try:
+            parser, args = parse(options.get_training_parser, command(settings, encoding))
+            configure_positions(copy.copy(args))  # what fairseq-train's build_model checks
+        except ValueError as e:
+            parser = getattr(e, "parser", parser)
+            failures[encoding] = str(e)
+    if parser is not None and settings.train_args:
+        tool_sets = {dest for _, dest in named(parser, command(own, encodings[0]))}
+        lines = []
+        for option, dest in named(parser, settings.train_args):
+            if dest in DECIDED:
+                lines.append(f"{option}: posenc-compare sets it for every run: {DECIDED[dest]}")
+            elif dest in RELIED_ON:
+                lines.append(f"{option}: it changes what the comparison relies on: "
+                             f"{RELIED_ON[dest]}")
+            elif dest in tool_sets and dest not in _FROM_USER:
+                lines.append(f"{option}: posenc-compare sets it for every run of this "
+                             "comparison")
+        if lines:
+            raise SystemExit(f"{given}: remove these flags:\n  " + "\n  ".join(lines))
+    if failures:
+        first = next(iter(failures.values())).rstrip(".")
+        took = [e for e in encodings if e not in failures]
+        raise SystemExit(
+            f"{given}: the fairseq-train command of {', '.join(failures)} refuses it"
+            + (f" ({', '.join(took)} take{'s' if len(took) == 1 else ''} it)" if took else "")
+            + f": {first}" + (". Every run trains with the same --train-args: give only "
+                              "flags that every compared encoding takes, and compare the "
+                              "others with theirs in a comparison of their own" if took
+                              else ""))
+
+
+def variant_flags(flags: Sequence[str], task: str) -> argparse.Namespace:
+    """fairseq-generate's parse of a variant's ``flags`` with the variants' ``task``;
+    :class:`ValueError` with argparse's message, or naming the flags a variant may not
+    set (see the module docstring)."""
+    from fairseq import options
+
+    parser, args = parse(options.get_generation_parser, [
+        "/nonexistent", "--task", task, "--path", "/nonexistent.pt", *flags])
+    allowed = _variant_options()
+    other = [option for option, dest in named(parser, flags) if dest not in allowed]
+    if other:
+        offered = sorted(option for option, action in parser._option_string_actions.items()
+                         if action.dest in allowed and option.startswith("--"))
+        raise ValueError(
+            f"{', '.join(other)}: a variant sets only {', '.join(offered)}, how the "
+            "encoding is read at translation time; every row is decoded and scored alike "
+            "(beam 10, length penalty 0.6, the best hypothesis against the references), so "
+            "that a row's difference is its encoding's")
+    return args
