@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli_utils import subprocess_env
-from tests.tools.test_compare import ROOT, files, run_main
+from tests.tools.test_compare import ROOT, files, raw, run_main  # noqa: F401  (raw: fixture)
 from fairseq_posenc.tools.compare import cli, stopping
 from fairseq_posenc.tools.compare.plan import Run, train_args
 from fairseq_posenc.tools.experiment import trainlog
@@ -131,14 +131,19 @@ def test_a_resumed_part_discards_what_the_killed_one_validated_after_its_checkpo
     (["--max-update", "300", "--validate-every", "30"],
      "--validate-every is for --until-converged"),
     (["--max-update", "300", "--train-args=--patience 3"],
-     "--train-args --patience: posenc-compare validates, saves and stops every run itself"),
+     "--patience: posenc-compare sets it for every run: set it with posenc-compare's "
+     "--until-converged --patience P"),
     (["--max-update", "300", "--train-args=--save-interval-updates 7"],
-     "--train-args --save-interval-updates"),
+     "--save-interval-updates: posenc-compare sets it for every run: every run saves a "
+     "checkpoint at each validation"),
+    (["--max-update", "300", "--until-converged", "--train-args=--validate-interval 2"],
+     "--validate-interval: posenc-compare sets it for every run of this comparison"),
 ])
-def test_bad_stopping_options_stop_before_anything_is_written(tmp_path, capsys, extra, says):
+def test_bad_stopping_options_stop_before_anything_is_written(raw, tmp_path, capsys, extra,
+                                                              says):
     out = tmp_path / "cmp"
-    said = run_main([str(out), "--data", str(tmp_path), "-s", "en", "-t", "de",
-                     "--encodings", "t5", "--cpu", *extra], capsys)
+    said = run_main([str(out), "--data", str(raw), "-s", "en", "-t", "de",
+                     "--encodings", "t5", "--cpu", "--test", "test", *extra], capsys)
     assert says in said, said
     assert not out.exists()
 

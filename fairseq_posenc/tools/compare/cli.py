@@ -185,11 +185,6 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         if settings_mod.last_flag(train_args, flag) is not None:
             p.error(f"--train-args {flag}: the batch is --batch-tokens per update, and the "
                     "launcher splits it over each run's GPUs: set --batch-tokens instead")
-    for flag in stopping.OWN_FLAGS:
-        if settings_mod.last_flag(train_args, flag) is not None or flag in train_args:
-            p.error(f"--train-args {flag}: posenc-compare validates, saves and stops every run "
-                    "itself (a checkpoint at each validation, --max-update's 20 validations "
-                    "or --until-converged's --validate-every and --patience): use those")
     cleaning = settings_mod.Cleaning(
         min_len=1, max_len=args.clean_max_len or None, max_ratio=args.clean_max_ratio or None,
         rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (

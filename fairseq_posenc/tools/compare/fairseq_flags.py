@@ -24,9 +24,10 @@ encodings that refuse it. Refused too, although fairseq would take them:
   checkpoints of ``avgN``, validates for the report's convergence check, and trains for
   the same ``--max-update`` or ``--max-epoch`` as every other run.
 
-``--keep-last-epochs`` and ``--save-interval`` stay allowed: epoch checkpoints are off
-(``--no-epoch-checkpoints``), the only files ``--keep-last-epochs`` deletes, and fairseq
-saves ``checkpoint_last.pt`` at the end of training whatever ``--save-interval``. Recipe
+``--keep-last-epochs`` and ``--save-interval`` stay allowed (the latter where the
+comparison does not set it, as ``--until-converged`` does): epoch checkpoints are off
+(``--no-epoch-checkpoints``), the only files ``--keep-last-epochs`` deletes, and every run
+saves a checkpoint at each validation whatever ``--save-interval``. Recipe
 flags (``--lr``, ``--max-tokens``, ``--dropout``, ...) and model flags of every compared
 encoding are what ``--train-args`` is for.
 
@@ -78,6 +79,12 @@ DECIDED = {
     "log_interval": "the report reads train.log's progress lines every 50 updates",
     "train_subset": "every run trains on the train split of --data",
     "valid_subset": "set it with posenc-compare's --valid",
+    "validate_interval_updates": "every run validates 20 times under --max-update, or every "
+                                 "--validate-every updates under --until-converged",
+    **dict.fromkeys(("save_interval_updates", "keep_interval_updates"),
+                    "every run saves a checkpoint at each validation (avgN: every 1% of "
+                    "--max-update) and keeps the newest (avgN: N)"),
+    "patience": "set it with posenc-compare's --until-converged --patience P",
 }
 
 _RESUME = ("an interrupted or continued run resumes from its own checkpoint_last.pt, whole "
@@ -85,7 +92,8 @@ _RESUME = ("an interrupted or continued run resumes from its own checkpoint_last
 _SAVED = "every run is evaluated from, and resumes from, its checkpoint_last.pt"
 _BEST = ("checkpoint_best.pt is the lowest validation loss (--checkpoint best, as the report "
          "says)")
-_STOP = "every run trains for the same --max-update or --max-epoch"
+_STOP = ("every run trains for the same --max-update or --max-epoch, or until converged by "
+         "the same rule")
 
 #: fairseq-train settings that the comparison relies on at fairseq's defaults: why.
 RELIED_ON = {
@@ -93,10 +101,11 @@ RELIED_ON = {
                      "reset_dataloader", "finetune_from_model", "optimizer_overrides",
                      "continue_once", "no_save_optimizer_state"), _RESUME),
     **dict.fromkeys(("no_save", "no_last_checkpoints"), _SAVED),
-    "disable_validation": "the report's convergence check and --checkpoint best read the "
-                          "validations",
+    **dict.fromkeys(("disable_validation", "validate_after_updates"),
+                    "the report's convergence check, --until-converged and --checkpoint best "
+                    "read every validation"),
     **dict.fromkeys(("best_checkpoint_metric", "maximize_best_checkpoint_metric"), _BEST),
-    **dict.fromkeys(("patience", "stop_time_hours", "stop_min_lr"), _STOP),
+    **dict.fromkeys(("stop_time_hours", "stop_min_lr"), _STOP),
 }
 
 #: Set by the batch's split from the recipe's and --train-args' own value: theirs to set.

@@ -44,11 +44,6 @@ VALIDATE_EVERY = {"tiny": 100, "base": 1000}
 #: An interval in epochs that no training reaches (fairseq's "never").
 NEVER = 1_000_000_000
 
-#: fairseq-train flags that the stopping rule sets: ``--train-args`` may not set them.
-OWN_FLAGS = ("--patience", "--validate-interval-updates", "--save-interval-updates",
-             "--keep-interval-updates", "--validate-interval", "--save-interval",
-             "--validate-after-updates", "--disable-validation")
-
 
 def interval(settings: Settings) -> Optional[int]:
     """Updates between a run's validations (None: at each epoch's end only)."""
