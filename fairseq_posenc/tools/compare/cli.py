@@ -249,8 +249,10 @@ def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[s
                 raise SystemExit(
                     f"posenc-compare: {encoding} represents {limit} positions ({flag}) but "
                     f"the longest training or validation sentence has {need} tokens: raise "
-                    f"it with --train-args \"{flag} {need}\", or clean with a smaller "
-                    "--clean-max-len")
+                    f"it with --train-args \"{flag} {need}\" (every run gets --train-args: "
+                    f"{flag} only where every compared encoding takes it, so compare the "
+                    "others apart), or clean with a "
+                    "smaller --clean-max-len")
         for test in corpus.tests:
             over = sum(n > limits.source for n in data.source_lengths(corpus, test.subset))
             if over:
