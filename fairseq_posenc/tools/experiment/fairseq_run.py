@@ -2,18 +2,28 @@
 this process with the same arguments (no interpreter start-up per run: the smoke tests), each
 with everything it prints in a log file, so that the terminal shows one line per run and the
 log's end when a run fails.
+
+A console script's process ends with the one that started it (on Linux:
+:func:`fairseq_posenc.tools.launch.lifetime.die_with_parent`), and it is given the run locks
+its starter holds on the log's directory (:func:`fairseq_posenc.tools.launch.lock.held_for`):
+a fairseq-train that outlives its command (where the kernel does not end it) keeps its run
+locked, so that the command's next run waits for it instead of training the run a second
+time at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence, TextIO
 
+from ..launch import lock
+from ..launch.lifetime import die_with_parent
 from ..textprep.files import last_lines
 
 #: ``--user-dir`` of every fairseq command: this plugin's directory.
@@ -45,9 +55,7 @@ def run_fairseq(tool: str, args: Sequence[str], *, log: Path, in_process: bool =
                 with logged_to(out):
                     _run_in_process(tool, args)
             else:
-                exe = Path(sys.executable).parent / tool
-                subprocess.run([str(exe) if exe.exists() else tool, *args], check=True,
-                               stdout=out, stderr=subprocess.STDOUT)
+                _run_script(tool, args, out, log)
     # a failed subprocess, or fairseq's error in process (argparse's a SystemExit)
     except (Exception, SystemExit) as failure:
         tail = "\n".join(last_lines(log, TAIL_LINES))
@@ -55,6 +63,24 @@ def run_fairseq(tool: str, args: Sequence[str], *, log: Path, in_process: bool =
                   else str(failure) or type(failure).__name__)
         raise SystemExit(f"{tool} failed ({reason}); {log} ends with:\n{tail}") from failure
     say(f"{tool} done in {time.monotonic() - started:.0f}s")
+
+
+def _run_script(tool: str, args: Sequence[str], out: TextIO, log: Path) -> None:
+    """The console script, as ``subprocess.run(check=True)`` runs it (killed if this
+    process is interrupted), ending with this thread (which waits for it) and holding the
+    run locks on ``log``'s directory."""
+    exe = Path(sys.executable).parent / tool
+    command = [str(exe) if exe.exists() else tool, *args]
+    with subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                          pass_fds=lock.held_for(log), preexec_fn=die_with_parent()) as proc:
+        lock.note(log, proc.pid, f"{tool}, started by pid {os.getpid()}")
+        try:
+            code = proc.wait()
+        except BaseException:  # Ctrl-C, a SIGTERM (launch.lifetime): the child stops too
+            proc.kill()
+            raise
+    if code:
+        raise subprocess.CalledProcessError(code, command)
 
 
 @contextlib.contextmanager

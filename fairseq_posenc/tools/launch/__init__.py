@@ -12,7 +12,10 @@ Modules, one responsibility each:
   (:mod:`.worker`), the GPUs or the CPU's threads divided between them;
 * :mod:`.slurm` -- a SLURM job per run (:mod:`.slurm_job` is the job's function), the
   jobs' states read from ``squeue`` (SLURM's accounting, which ``sacct`` reads, is optional);
-* :mod:`.lock` -- one command at a time on a directory;
+* :mod:`.lock` -- one command at a time on a directory, one process tree at a time on a
+  run (a run whose process outlived an earlier command is waited for);
+* :mod:`.lifetime` -- the processes a command starts end with it (Linux's
+  ``PR_SET_PDEATHSIG``; SIGTERM and SIGHUP stop them as Ctrl-C does);
 * :mod:`.options` -- the command-line options both tools share.
 
 Importing this package loads neither torch, fairseq nor submitit.

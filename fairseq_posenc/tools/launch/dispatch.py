@@ -2,10 +2,14 @@
 as the launcher says.
 
 A finished task is kept; a task whose SLURM job is queued or running is left to it (nothing
-runs a task twice at once); a task that ended without finishing is reported with the end of
-its logs and runs again; a new task runs. The local launcher runs them in turn in this
-process (``in_turn``, the tool's own loop) or N at once (:mod:`.local`); the SLURM
-launcher submits them (:mod:`.slurm`) and returns.
+runs a task twice at once); a task that a process on this machine still works on (one an
+earlier command left behind: its run's lock, :func:`.lock.run`, is held) is waited for,
+then continued; a task that ended without finishing is reported with the end of its logs
+and runs again; a new task runs. The local launcher runs them in turn in this process
+(``in_turn``, the tool's own loop, with every run's lock held) or N at once
+(:mod:`.local`, each worker holding its run's lock); the SLURM launcher waits for the
+runs still worked on here, submits (:mod:`.slurm`) and returns. While the runs run here,
+SIGTERM and SIGHUP stop them as Ctrl-C does (:mod:`.lifetime`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from . import local, slurm
+from . import lifetime, local, lock, slurm
 from .options import Launcher
 from .tasks import Status, Task, read_record, tail
 
@@ -28,7 +32,9 @@ class Outcome:
 def statuses(tasks: Sequence[Task], finished: Sequence[bool]) -> list[Status]:
     """What became of each task (see the module docstring). ``squeue`` is asked once, and
     only when a task has a SLURM job; without ``squeue`` here such a task counts as queued
-    (its job may still run: nothing may train it a second time)."""
+    (its job may still run: nothing may train it a second time). A task is running while
+    its lock is held, finished or not (a finished run's process may still translate its
+    variants)."""
     records = [None if done else read_record(t) for t, done in zip(tasks, finished)]
     jobs = {r["job_id"] for r in records if r and r.get("launcher") == "slurm"}
     queue: Optional[dict[str, str]] = None
@@ -36,7 +42,10 @@ def statuses(tasks: Sequence[Task], finished: Sequence[bool]) -> list[Status]:
         queue = slurm.queued()
     out = []
     for task, record, done in zip(tasks, records, finished):
-        if done:
+        holder = None if record and record.get("launcher") == "slurm" else lock.busy(task.home)
+        if holder:
+            out.append(Status("running", state=holder))
+        elif done:
             out.append(Status("finished"))
         elif record is None:
             out.append(Status("new"))
@@ -79,19 +88,29 @@ def dispatch(tasks: Sequence[Task], finished: Sequence[bool], launcher: Launcher
         if status.kind == "queued":
             say(f"{task.label}: {status.describe()}: left to it")
             outcome.pending.append((task, status))
+        elif status.kind == "running":
+            say(f"{task.label}: {status.describe()}, not by this command: waited for, then "
+                "continued")
         elif status.kind == "ended":
             say("\n".join([f"{task.label}: {status.describe()}; it runs again",
                            *status.tail]))
-    todo = [t for t, s in zip(tasks, found) if s.kind in ("new", "ended")]
+    todo = [t for t, s in zip(tasks, found) if s.kind in ("new", "ended", "running")]
     if launcher.kind == "slurm":
+        busy = [(t.home, t.label) for t, s in zip(tasks, found) if s.kind == "running"]
+        with lifetime.stop_on_signals(tool), lock.runs(busy, tool, say):
+            pass  # a SLURM job must not train what a process here still trains
         ids = slurm.submit(todo, launcher.slurm, folder, tool, say) if todo else []
         outcome.pending += [(t, Status("queued", job, "submitted")) for t, job in zip(todo, ids)]
         return outcome
     where = slots(launcher, tool)
-    if len(where.envs) == 1:
-        in_turn([t for t, s in zip(tasks, found) if s.kind != "queued"])
-    else:
-        outcome.failed = local.run(todo, where, say)
+    with lifetime.stop_on_signals(tool):
+        if len(where.envs) == 1:
+            here = [t for t, s in zip(tasks, found) if s.kind != "queued"]
+            with lock.runs([(t.home, t.label) for t in todo],  # a finished run: untouched
+                           f"{tool}, which runs its runs in turn", say):
+                in_turn(here)
+        else:
+            outcome.failed = local.run(todo, where, say)
     return outcome
 
 

@@ -6,6 +6,13 @@ cores are divided between the N runs (``OMP_NUM_THREADS``), so that N runs do no
 for them. The progress line names every active run with its last step, as each worker's
 log (``job.log`` in the run's directory) says; a run that fails is reported with the end of
 its logs, and the others go on.
+
+Each worker has a process group of its own, so that Ctrl-C in the terminal reaches this
+process alone, which then stops every worker by its group (the worker and its
+``fairseq-train``), as it does on SIGTERM and SIGHUP (:func:`.lifetime.stop_on_signals`,
+around :func:`run`). A SIGKILL of this process, which no cleanup sees, ends the workers
+through the kernel on Linux (:func:`.lifetime.die_with_parent`): none trains on after the
+command.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from .lifetime import die_with_parent
 from .tasks import Task, tail, write_record
 
 #: The environment variable that tells a run how it shares the machine
@@ -94,7 +102,8 @@ def last_step(log: Path) -> str:
 
 def run(tasks: Sequence[Task], slots: Slots, say: Callable[[str], None]) -> list[Task]:
     """Every task, ``len(slots.envs)`` at once; returns those that failed (each reported
-    with the end of its logs when it ends)."""
+    with the end of its logs when it ends). The workers are started from the calling
+    thread, which must outlive them (it does: it waits for them, or stops them)."""
     todo = list(tasks)
     active: dict[int, tuple[Task, subprocess.Popen]] = {}
     failed: list[Task] = []
@@ -141,6 +150,7 @@ def _start(task: Task, env: dict[str, str]) -> subprocess.Popen:
     with log:
         proc = subprocess.Popen([sys.executable, "-m", "fairseq_posenc.tools.launch.worker",
                                  str(pickled)], env={**os.environ, **env}, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent())
     write_record(task, "local", pid=proc.pid, env=env)
     return proc

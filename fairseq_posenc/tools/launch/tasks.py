@@ -8,11 +8,13 @@ skips what finished and continues what did not (a training from its
 ``checkpoint_last.pt``), so that running it again, after a crash, a requeue or a rerun,
 loses nothing and repeats nothing.
 
-What became of a task (:func:`.dispatch.statuses`), from its own files and ``squeue``:
-``finished`` (its tool says so), ``queued`` (its SLURM job is pending or running),
-``ended`` (it has a record but neither finished nor is queued: it failed, was cancelled or
-killed; the end of its logs says why) or ``new``. SLURM's accounting (``sacct``) is not
-needed: a cluster without its database still answers ``squeue``.
+What became of a task (:func:`.dispatch.statuses`), from its own files, its lock and
+``squeue``: ``finished`` (its tool says so), ``queued`` (its SLURM job is pending or
+running), ``running`` (a process on this machine still holds its run's lock,
+:func:`.lock.run`: one an earlier command left behind), ``ended`` (it has a record but
+neither finished nor is queued nor running: it failed, was cancelled or killed; the end of
+its logs says why) or ``new``. SLURM's accounting (``sacct``) is not needed: a cluster
+without its database still answers ``squeue``.
 """
 
 from __future__ import annotations
@@ -52,15 +54,17 @@ class Task:
 
 @dataclass
 class Status:
-    kind: str  # finished, queued, ended or new
+    kind: str  # finished, queued, running, ended or new
     job: Optional[str] = None  # the SLURM job id
-    state: str = ""  # the SLURM state (squeue's), or why it is unknown
+    state: str = ""  # the SLURM state (squeue's), or why it is unknown; running: who
     tail: list[str] = field(default_factory=list)  # an ended task's logs, their ends
 
     def describe(self) -> str:
         job = f"SLURM job {self.job}" if self.job else "its process"
         if self.kind == "queued":
             return f"queued as {job} ({self.state})"
+        if self.kind == "running":
+            return f"still worked on by {self.state}"
         if self.kind == "ended":
             return f"{job} ended without finishing"
         return self.kind
