@@ -49,7 +49,9 @@ def comparison(raw, tmp_path, *extra):  # noqa: F811
     ("--valid-subset test", "--valid-subset: posenc-compare sets it"),
     ("--distributed-rank 1", "--distributed-rank: posenc-compare sets it"),
     ("--validate-interval-updates 3", "--validate-interval-updates: posenc-compare sets it "
-                                      "for every run of this comparison"),
+                                      "for every run: every run validates 20 times"),
+    ("--save-interval-updates 4", "--save-interval-updates: posenc-compare sets it for every "
+                                  "run: every run saves a checkpoint at each validation"),
     # what the comparison relies on: checkpoints saved, resumed whole, validated, same stop
     ("--no-save", "--no-save: it changes what the comparison relies on: every run is "
                   "evaluated from, and resumes from, its checkpoint_last.pt"),
@@ -62,8 +64,8 @@ def comparison(raw, tmp_path, *extra):  # noqa: F811
     ("--disable-validation", "--disable-validation: it changes what the comparison relies on: "
                              "the report's convergence check"),
     ("--best-checkpoint-metric bleu", "--best-checkpoint-metric: it changes"),
-    ("--patience 3", "--patience: it changes what the comparison relies on: every run trains "
-                     "for the same --max-update or --max-epoch"),
+    ("--patience 3", "--patience: posenc-compare sets it for every run: set it with "
+                     "posenc-compare's --until-converged --patience P"),
     ("--stop-time-hours 1", "--stop-time-hours: it changes"),
 ])
 def test_bad_train_args_stop_before_anything_is_written(raw, tmp_path, capsys,  # noqa: F811
@@ -80,18 +82,18 @@ def test_several_refused_flags_are_named_together(raw, tmp_path, capsys):  # noq
         "  --save-dir", "  --no-save", "  --seed"]
 
 
-def test_an_interval_flag_is_the_comparisons_only_under_avg(raw, tmp_path, capsys):  # noqa: F811
-    says = run_main(comparison(raw, tmp_path, "--checkpoint", "avg2",
-                               "--train-args=--save-interval-updates 5"), capsys)
-    assert "--save-interval-updates: posenc-compare sets it for every run of this comparison" \
-        in says
+def test_an_epoch_interval_is_the_comparisons_only_under_until_converged(raw, tmp_path,  # noqa: F811
+                                                                        capsys):
+    says = run_main(comparison(raw, tmp_path, "--until-converged", "--validate-every", "5",
+                               "--train-args=--save-interval 2"), capsys)
+    assert "--save-interval: posenc-compare sets it for every run of this comparison" in says
     assert not (tmp_path / "cmp").exists()
 
 
 @pytest.mark.parametrize("train_args, dest, value", [
     ("--dropout 0.3 --lr 5e-4", "dropout", 0.3), ("--max-tokens 2048", "max_tokens", 2048),
     ("--keep-last-epochs 2", "keep_last_epochs", 2),
-    ("--save-interval-updates 4", "save_interval_updates", 4),  # --checkpoint last: resumes
+    ("--save-interval 2", "save_interval", 2),  # epochs: every validation saves anyway
     ("--max-source-positions 512 --max-target-positions=512", "max_target_positions", 512),
     ("--label-smoothing 0.2", "label_smoothing", 0.2), ("--encoder-layers 1", "encoder_layers", 1),
     ("--share-all-embeddings", "share_all_embeddings", True), ("--lr -1", "lr", [-1.0]),
