@@ -17,8 +17,9 @@ _registered = False
 
 def register() -> None:
     """Register the model, its architectures, the tasks and the checkpoint globals with
-    fairseq and torch (importing both), have fairseq name a damaged checkpoint file, and
-    make a resumed training continue as the uninterrupted run would: its batches
+    fairseq and torch (importing both), have fairseq name a damaged checkpoint file and
+    copy checkpoints atomically (:mod:`.checkpoint_copies`), and make a resumed training
+    continue as the uninterrupted run would: its batches
     (:mod:`.resume`) and ``--patience``'s count (:mod:`.patience`). Idempotent."""
     global _registered
     if _registered:
@@ -28,6 +29,9 @@ def register() -> None:
 
     register_safe_globals()
     name_damaged_files()  # a damaged checkpoint's error names its file
+    from .checkpoint_copies import atomic_copies
+
+    atomic_copies()  # and a killed training leaves none: fairseq's copies become atomic
     from .resume import pin_batch_order
 
     pin_batch_order()  # a resumed training continues with the uninterrupted run's batches
