@@ -110,8 +110,8 @@ for row in report["summary"]:
     print(f"[demo] {row['split']:9s}  BLEU {row['bleu_mean']:.2f}  chrF {row['chrf_mean']:.2f}  "
           f"({row['sentences']} sentences, {row['beyond_training']} longer than any "
           "training source)")
-    bins = "  ".join(f"{b['label']} n={b['sentences']}: {b['bleu']}"
-                     for b in row["buckets"] if b["sentences"])
+    bins = "  ".join(f"{b['label']} n={b['sentences']}{' (few)' if b.get('few') else ''}: "
+                     f"{b['bleu']}" for b in row["buckets"] if b["sentences"])
     print(f"[demo]            BLEU by source length: {bins}")
     if row.get("extrapolation"):
         rel = "  ".join((f"({e['bin'][0]}, {e['bin'][1]}]" if e["bin"][1] else
