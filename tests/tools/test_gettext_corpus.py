@@ -218,7 +218,7 @@ def test_builds_splits_without_a_source_in_two(tmp_path):
     assert ("Open", "Öffnen") in splits["train"] and ("Open", "Offen") in splits["train"]
     summary = json.loads((out / "corpus.json").read_text())
     assert summary["pairs"] == {"train": 15, "valid": 3, "test": 4}
-    assert summary["dropped"]["repeated pairs"] == 10
+    assert summary["cleaning"]["repeated pairs"] == 10
     assert [p["messages"] for p in summary["packages"]] == [21, 11]
 
     # a second build reads the cache (the mirror is gone) and writes the same files
@@ -229,6 +229,23 @@ def test_builds_splits_without_a_source_in_two(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert done.stderr.count(": cached (") == 2
     assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before
+
+
+def test_a_damaged_cached_file_is_downloaded_again(tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    made = make_mirror(mirror)
+    listing = package_list(tmp_path / "packages.tsv", mirror, made)
+    args = ["--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
+            "--packages", str(listing), "--mirror", str(mirror), "--valid", "3", "--test", "4"]
+    build.main(args)
+    first = read_split(tmp_path / "out", "train")
+    cached = tmp_path / "cache" / "beta_1.0-1_all.deb"
+    cached.write_bytes(cached.read_bytes()[:-10])
+    capsys.readouterr()
+    build.main(args)
+    assert "beta 1.0-1: the cached" in capsys.readouterr().err
+    assert cached.read_bytes() == made[1][1].read_bytes()
+    assert read_split(tmp_path / "out", "train") == first
 
 
 def test_a_checksum_failure_is_refused_and_nothing_kept(tmp_path):

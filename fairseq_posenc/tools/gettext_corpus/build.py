@@ -6,8 +6,8 @@ packages, read their catalogs, clean the messages into pairs, remove duplicate p
 
 ``OUT`` gets ``train``, ``valid`` and ``test`` as ``SPLIT.en`` / ``SPLIT.de`` (a sentence
 per line, the raw text ``posenc-compare --data`` and ``posenc-prepare-corpus`` read) and
-``corpus.json``: the packages, their catalogs, the messages and pairs of each, what the
-cleaning dropped and why, and the pairs per split. The packages' files are kept in
+``corpus.json``: the packages, their catalogs, the messages and pairs of each, what each
+cleaning rule did (joined, paired or dropped, by rule), and the pairs per split. The packages' files are kept in
 ``--cache`` (default ``OUT/downloads``); a rerun reads them from there.
 
 The split: valid and test take English sentences that have one translation in the corpus,
@@ -158,6 +158,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def build(args: argparse.Namespace) -> None:
+    """Check the destination, the list and the mirrors; download and verify every package;
+    then read, clean, remove repeats, split and write."""
     cache = args.cache or args.out / "downloads"
     writable_dir(args.out, "--out")
     writable_dir(cache, "--cache")
@@ -188,7 +190,7 @@ def build(args: argparse.Namespace) -> None:
                               "".join(pair[side] + "\n" for pair in split_pairs))
         log(f"{name}: {len(split_pairs)} pairs -> {args.out}/{name}.{{en,{args.lang}}}")
     summary = {"lang": args.lang, "max_words": args.max_words, "packages": infos,
-               "messages": stats.pop("messages", 0), "dropped": dict(sorted(stats.items())),
+               "messages": stats.pop("messages", 0), "cleaning": dict(sorted(stats.items())),
                "pairs": {name: len(split_pairs) for name, split_pairs in splits.items()}}
     write_text_atomic(args.out / "corpus.json", json.dumps(summary, indent=1,
                                                            ensure_ascii=False) + "\n")
