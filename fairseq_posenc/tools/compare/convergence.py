@@ -97,10 +97,17 @@ def seed_spread(final_losses: Sequence[float]) -> Optional[float]:
     return statistics.stdev(final_losses) if len(final_losses) >= 2 else None
 
 
+#: What gives the window enough validations, per way of stopping (``until_converged``).
+MORE_VALIDATIONS = {False: "train with --max-update, or --max-epoch 10 or more",
+                    True: "a smaller --validate-every, or a larger cap --max-update"}
+
+
 def verdict(points: Iterable[Sequence[float]], spread: Optional[float] = None,
-            seeds: int = 1) -> Verdict:
+            seeds: int = 1, until_converged: bool = False) -> Verdict:
     """The rule of the module docstring for one run's validations ``(update, loss)``;
-    ``spread``: :func:`seed_spread` of the encoding's ``seeds`` trained seeds (None: one)."""
+    ``spread``: :func:`seed_spread` of the encoding's ``seeds`` trained seeds (None: one);
+    ``until_converged``: the runs stop by ``--until-converged`` (what a too short window
+    asks for differs)."""
     validations = curve(points)
     if not validations:
         return Verdict(None, "no validation loss in its train.log (validation disabled?)")
@@ -109,8 +116,8 @@ def verdict(points: Iterable[Sequence[float]], spread: Optional[float] = None,
     first, last = window[0][0], window[-1][0]
     if len(window) < MIN_POINTS:
         return Verdict(None, f"{len(window)} validation(s) in the last {WINDOW:.0%} of its "
-                             f"updates ({first}-{last}), the rule needs {MIN_POINTS}: train "
-                             "with --max-update, or --max-epoch 10 or more",
+                             f"updates ({first}-{last}), the rule needs {MIN_POINTS}: "
+                             f"{MORE_VALIDATIONS[until_converged]}",
                        window=(first, last), points=len(window))
     intercept, slope = _line(window)
     start = intercept + slope * first
@@ -134,7 +141,7 @@ def verdict(points: Iterable[Sequence[float]], spread: Optional[float] = None,
                    threshold=round(threshold, 4), threshold_rule=rule)
 
 
-def annotate(records: Sequence[dict[str, Any]]) -> None:
+def annotate(records: Sequence[dict[str, Any]], until_converged: bool = False) -> None:
     """Add ``still_improving`` and ``convergence`` (the verdict's numbers and reason) to each
     run record of ``report.json`` (``encoding``, ``checkpoint``: None until trained,
     ``validation``, ``stopped``); the spread between seeds is over each encoding's trained
@@ -151,7 +158,8 @@ def annotate(records: Sequence[dict[str, Any]]) -> None:
                                    f"{r['best_update']}, stopped at {r['stopped_at']}")
         else:
             losses = finals.get(r["encoding"], [])
-            found = verdict(r["validation"], seed_spread(losses), len(losses))
+            found = verdict(r["validation"], seed_spread(losses), len(losses),
+                            until_converged)
         r["still_improving"] = found.still_improving
         r["convergence"] = found.to_json()
 

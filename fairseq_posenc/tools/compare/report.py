@@ -77,14 +77,14 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
     if s.get("until_converged"):
         stop = (f"until its validation loss stops improving ({s['patience']} validations "
                 f"without a new best, validating every {s['validate_every']} updates), at "
-                f"most {s['max_update']} updates,")
+                f"most {s['max_update']} updates")
     seeds = f"{report['seeds']} seed" + ("s" if report["seeds"] > 1 else "")
     blocks: list[Block] = [
         ("h1", f"Position encodings on {s['data']}: {s['source_lang']} → {s['target_lang']}"),
         ("p", f"{len(report['encodings'])} encodings × {seeds}, baseline "
               f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` "
               f"{stop if s.get('until_converged') else 'for ' + stop}"
-              f"{budget.note(report)} with "
+              f"{budget.note(report)}{',' if s.get('until_converged') else ''} with "
               f"the same data, flags and seed k for its k-th run, evaluates the checkpoint "
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
               f"is scored with {report['metric']} against the raw references."),

@@ -83,7 +83,7 @@ def run_records(out: Path, settings: Settings, runs: Sequence[Run]) -> list[dict
             **budget.history(run.dir(out), (trained or {}).get(
                 "budgets", [settings.max_update])[-1], bool(trained)),
         })
-    convergence.annotate(records)
+    convergence.annotate(records, settings.until_converged)
     return records
 
 
