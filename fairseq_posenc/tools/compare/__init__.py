@@ -10,7 +10,13 @@ sacreBLEU against the baseline (the first encoding unless ``--baseline``). The p
   between reruns into the same ``OUT``;
 * :mod:`.data` -- raw text prepared once (cleaned, tokenized, BPE, binarized), or a
   prepared directory read as it is; the checks that stop bad input before any training;
-* :mod:`.plan` -- the runs (encoding x seed), their paths and ``fairseq-train`` arguments;
+* :mod:`.plan` -- the runs (encoding x seed), their paths (kept relative to ``OUT``) and
+  ``fairseq-train`` arguments;
+* :mod:`.fairseq_flags` -- ``--train-args`` and ``--variants`` checked by fairseq's own
+  parsers before any work;
+* :mod:`.stopping` -- how each run validates, saves and stops (``--max-update``,
+  ``--max-epoch``, ``--until-converged``), and where and why it stopped;
+* :mod:`.placement` -- where each run trained, and whether their speeds compare;
 * :mod:`.execute` -- training, translation, scoring and inspection of each run, resumable,
   through the runner that ``posenc-reproduce`` uses (:mod:`fairseq_posenc.tools.experiment`);
 * :mod:`.convergence` -- whether each run was still improving when its training stopped,
