@@ -21,8 +21,8 @@ data=data/gettext
 [ -f "$data/train.en" ] || { echo "no $data/train.en: build it with scripts/make_gettext_corpus.py" >&2; exit 1; }
 work=$(mktemp -d)
 encodings=(sinusoidal t5 rope alibi shaw diet_rel)
-caps=(${CAPS:-3000 6000 12000 24000})
-run=(--until-converged --patience "${PATIENCE:-5}" --validate-every "${VALIDATE_EVERY:-200}"
+caps=(${CAPS:-2000 4000 8000})
+run=(--until-converged --patience "${PATIENCE:-5}" --validate-every "${VALIDATE_EVERY:-100}"
      --batch-tokens "${BATCH_TOKENS:-16384}" --parallel "${#encodings[@]}" --bpe-merges 4000
      --workers 8)
 if [ "$dry" = dry ]; then

@@ -25,6 +25,9 @@
 #      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16; four
 #      tiny posenc-compare runs on the GPU at once against one after another
 #      (parallel_runs.sh: --parallel 4 / 1)
+#   6  the README's headline on real text: posenc-compare --until-converged on the Debian
+#      gettext corpus, six encodings at once on the GPU, the cap raised in steps
+#      (converged_real.sh; data/gettext carried: docs/real-corpus.md)
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -161,8 +164,14 @@ case "$part" in
     [ "${LEASE_DRY:-0}" = 1 ] && dry=(dry)
     stage parallel-runs 90 240 bash docs/benchmark-gpu-runs/parallel_runs.sh "$out" "${dry[@]}"
     ;;
+  6)
+    dry=()
+    [ "${LEASE_DRY:-0}" = 1 ] && dry=(dry)
+    stage converged-real 120 560 bash docs/benchmark-gpu-runs/converged_real.sh "$out" \
+      $(( $(left) - 20 )) "${dry[@]}"
+    ;;
   *)
-    echo "unknown part '$part': 1, 2, 3, 4 or 5" >&2
+    echo "unknown part '$part': 1 to 6" >&2
     exit 2
     ;;
 esac
