@@ -49,8 +49,8 @@ MARKERS = (re.compile(r"(?<!_)_(?=[^\W_])"),
 # Format directives: printf's (%s, %-5.2f, %1$s, %(name)s, %%), Qt's %1, and {0} / {name}.
 DIRECTIVE = re.compile(r"%(\([^)]*\)|\d+\$)?[-+ #0-9.*]*(hh|ll|[hlLqjzt])?[a-zA-Z%]|%\d+|"
                        r"\{\w*\}")
-CONTEXTS = (re.compile(r"^[^\s|]+\|(?=\S)"),  # glib's Q_("context|text")
-            re.compile(r"^\?[\w -]+:(?=\S)"))  # freeciv's Q_("?context:text")
+PIPE_CONTEXT = re.compile(r"^[A-Za-z][\w,.-]*\|(?=\S)")  # glib's Q_("context|text")
+QUESTION_CONTEXT = re.compile(r"^\?[\w -]+:(?=\S)")  # freeciv's Q_("?context:text")
 
 
 def strip_markers(en: str, de: str) -> tuple[str, str]:
@@ -72,14 +72,17 @@ def strip_markers(en: str, de: str) -> tuple[str, str]:
 
 
 def strip_context(en: str, de: str) -> tuple[str, str]:
-    """Remove a context written at the start of the English string; the translation
-    loses it too where the translator copied it."""
-    for pattern in CONTEXTS:
-        match = pattern.match(en)
-        if match:
-            en = en[match.end():]
-            if de.startswith(match.group()):
-                de = de[match.end():]
+    """Remove a context written at the start of the English string: ``context|`` when the
+    translation has no ``|`` (with one, the English ``|`` is part of the text, as in
+    ``FILE|URI``), and ``?context:``, from the translation too where it was copied."""
+    match = PIPE_CONTEXT.match(en)
+    if match and "|" not in de:
+        en = en[match.end():]
+    match = QUESTION_CONTEXT.match(en)
+    if match:
+        en = en[match.end():]
+        if de.startswith(match.group()):
+            de = de[match.end():]
     return en, de
 
 
