@@ -15,6 +15,14 @@ plugin's, on CPU or GPU.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
   ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
 * :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
+* Your own encoding: a class derived from a kind -- :class:`DistanceBias` (``distance_bias``:
+  a per-head bias by signed distance ``j - i``, which gets the fused distance kernel),
+  :class:`PairBias` (``pair_bias``: a bias per pair of positions) or :class:`Rotation`
+  (``rotate_qk``) -- with a ``name``, its options as its constructor's keyword arguments
+  (:class:`Option` for their help and minimum), and :func:`register_encoding` as its
+  decorator; then every layer here, the fairseq plugin and ``posenc-compare`` take its name
+  (``docs/adding-an-encoding.md``), and :func:`fairseq_posenc.testing.check_encoding`
+  checks it.
 
 Wrong arguments (sizes, shapes, a float padding mask, a cache of another batch) are a
 ``TypeError`` or ``ValueError`` that names them, before any work:
@@ -23,7 +31,6 @@ Wrong arguments (sizes, shapes, a float padding mask, a cache of another batch) 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 from typing import Any, Iterator, Optional, Union
@@ -36,13 +43,16 @@ from .core.attention_core import AttachedPositions, Buffer, PositionalAttentionC
 from .core.context import PositionContext, PositionScope
 from .core.encodings import ENCODINGS
 from .core.encodings.base import PositionEncoding
-from .core.encodings.flags import Flag
-from .core.encodings.registry import flag_owners
+from .core.encodings.kinds import DistanceBias, InputEmbedding, PairBias, Rotation
+from .core.encodings.options import Option
+from .core.encodings.registry import register_encoding
 from .core.encodings.rope import Rope
 from .core.positions import real_positions
 
-__all__ = ["DecodingCache", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
-           "choose_kernels", "encoding_names", "encoding_options"]
+__all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "Option", "PairBias",
+           "PositionContext", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
+           "Rotation", "choose_kernels", "encoding_names", "encoding_options",
+           "register_encoding"]
 
 #: ``--pos-kernels``: the kernels' choice for each module that has one (:func:`choose_kernels`).
 KERNEL_CHOICES = ("auto", "torch")
@@ -56,9 +66,11 @@ def encoding_names(input_level: Optional[bool] = None) -> list[str]:
 
 
 def encoding_options(encoding: str) -> dict[str, Any]:
-    """The options of ``encoding`` with their defaults, by Python name (``--shaw-clip``:
-    ``shaw_clip``). None: derived from the layer (``max_len``, the head dimension)."""
-    return {flag.dest: flag.default for flag in _encoding_class(encoding).flags}
+    """The options of ``encoding`` with their defaults, by name (``--shaw-clip``:
+    ``shaw_clip``): its constructor's keyword arguments beyond the structural ones
+    (:mod:`fairseq_posenc.core.encodings.options`). None: derived from the layer
+    (``max_len``, the head dimension)."""
+    return {option.name: option.default for option in _encoding_class(encoding).options}
 
 
 def _encoding_class(name: str) -> type[PositionEncoding]:
@@ -67,50 +79,11 @@ def _encoding_class(name: str) -> type[PositionEncoding]:
     return ENCODINGS[name]
 
 
-def _check_value(flag: Flag, value: Any) -> None:
-    """The option's type and choices (the flag's own check follows in ``check_args``)."""
-    if flag.choices is not None:
-        ok = value in flag.choices
-    elif flag.type is None:  # a switch
-        ok = isinstance(value, bool)
-    elif value is None:
-        ok = flag.default is None
-    elif flag.type is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif flag.type is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    else:
-        ok = True
-    if not ok:
-        want = (f"one of {', '.join(map(repr, flag.choices))}" if flag.choices is not None
-                else "True or False" if flag.type is None else
-                f"{'an' if flag.type is int else 'a'} {flag.type.__name__}")
-        raise ValueError(f"{flag.dest} must be {want}, got {value!r}")
-
-
-def encoding_arguments(cls: type[PositionEncoding], options: dict[str, Any],
-                       pos_layers: Optional[str] = None) -> argparse.Namespace:
-    """The settings ``cls.build`` reads: every option of the encoding at its default but
-    those in ``options``, checked as the plugin checks its flags. An option that is not
-    the encoding's is a ``TypeError`` that names the encoding it belongs to, if any, and
-    the valid ones."""
-    flags = {flag.dest: flag for flag in cls.flags}
-    unknown = [name for name in options if name not in flags]
-    if unknown:
-        owners = flag_owners()
-        named = [f"{name!r} (an option of {', '.join(owners[name])})" if name in owners
-                 else repr(name) for name in unknown]
-        valid = ", ".join(f"{dest}={flag.default!r}" for dest, flag in flags.items())
-        raise TypeError(f"encoding {cls.name!r} has no option {', '.join(named)}; its "
-                        f"options, with their defaults: {valid or 'none'}")
-    for name, value in options.items():
-        _check_value(flags[name], value)
-    values = {dest: flag.default for dest, flag in flags.items()}
-    values.update(options)
-    args = argparse.Namespace(pos_encoding=cls.name, pos_layers=pos_layers,
-                              random_positions=None, **values)
-    cls.check_args(args)
-    return args
+def _option_values(cls: type[PositionEncoding], options: dict[str, Any]) -> dict[str, Any]:
+    """Every option of ``cls`` at its default but those in ``options``, each checked and
+    named by its Python name; an option that is not the encoding's is a ``TypeError`` that
+    names the encoding it belongs to, if any, and the valid ones."""
+    return cls.option_values(options, labels=lambda option: option.name)
 
 
 class PositionStack:
@@ -141,12 +114,12 @@ class PositionStack:
                 f"fairseq_posenc.nn.PositionEmbedding({encoding!r}, embed_dim) to the input "
                 "and use plain self-attention (PositionalSelfAttention with encoding=None). "
                 f"Attention-level encodings: {', '.join(encoding_names(False))}")
-        args = encoding_arguments(cls, options, pos_layers)
+        values = _option_values(cls, options)
         self.name, self.num_layers, self.causal = encoding, num_layers, causal
         self.embed_dim, self.num_heads, self.max_len = embed_dim, num_heads, max_len
         #: Per layer, its encoding (None: plain self-attention).
         self.encodings: list[Optional[PositionEncoding]] = cls.build_stack(
-            args, num_layers, num_heads=num_heads, head_dim=head_dim,
+            values, num_layers, pos_layers, num_heads=num_heads, head_dim=head_dim,
             causal=causal, max_positions=max_len)
         self.scope = PositionScope()
 
@@ -326,10 +299,10 @@ class PositionEmbedding(nn.Module):
                 f"{encoding!r} is an attention-level encoding, no embedding of the input: "
                 f"use PositionalSelfAttention(embed_dim, num_heads, {encoding!r}, causal=...). "
                 f"Input-level encodings: {', '.join(encoding_names(True))}")
-        args = encoding_arguments(cls, options)
+        values = _option_values(cls, options)
         self.encoding, self.embed_dim, self.max_len = encoding, embed_dim, max_len
         self.none, self.learned = cls.fairseq_flags  # (no embeddings, a learned table)
-        self.draw = cls.position_draw(args)  # shape's shift in training, else None
+        self.draw = cls.position_draw(values, None)  # shape's shift in training, else None
         if not (self.none or self.learned) and embed_dim < 4:  # two frequencies at least
             raise ValueError(f"{encoding!r} needs embed_dim of at least 4 (sines and cosines "
                              f"of two frequencies or more), got {embed_dim}")

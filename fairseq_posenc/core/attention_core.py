@@ -40,8 +40,10 @@ from .attention_plan import (
     Plan,
     plan_attention,
 )
-from .context import KernelFamily, PositionContext, PositionKind, PositionScope
-from .encodings.base import PositionEncoding, low_rank_bias, low_rank_operands
+from .context import KernelFamily, PositionContext, PositionScope
+from .encodings.base import PositionEncoding
+from .encodings.kinds import PositionKind
+from .encodings.terms import low_rank_bias, low_rank_operands
 
 __all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "concat_low_rank"]
 

@@ -21,16 +21,14 @@ from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Optional, Seque
 
 import torch
 
-from .context import (
+from .context import FusedKernel, KernelFamily, PositionScope
+from .encodings.kinds import (
     ADDITIVE,
     CONTENT_FREE,
     MASK_SIZED,
     NEEDS_LOGITS,
     READS_CONTENT,
-    FusedKernel,
-    KernelFamily,
     PositionKind,
-    PositionScope,
 )
 from . import kernels
 from .kernels import Verifier

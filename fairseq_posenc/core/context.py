@@ -1,8 +1,8 @@
-"""What a position term is, and what one forward of a stack knows about positions.
+"""How a position term can run fused, and what one forward of a stack knows about positions.
 
-:class:`PositionKind` is the declared kind of a position term: the attention reads it to
-choose the exact computation (and the fastest kernel) for the term, instead of probing
-which hooks answer.
+The kinds of position term (what the attention reads to choose a term's exact
+computation) are in :mod:`fairseq_posenc.core.encodings.kinds`; :class:`KernelFamily` is how a
+term can run fused.
 
 :class:`PositionContext` is built once per forward by each stack (encoder, decoder) and
 read by every self-attention layer of that stack: whether the forward is incremental, the
@@ -32,58 +32,6 @@ from torch import Tensor
 from .positions import distance_range, real_positions
 
 V = TypeVar("V")
-
-
-class PositionKind(enum.Enum):
-    """What a position term is; each kind has one exact computation in the attention."""
-
-    #: Added to the input embeddings by fairseq's own position embeddings.
-    INPUT = "input embedding"
-    #: ``b[h, j - i]``: a content-free scalar per head and relative distance, added to the
-    #: logits (``distance_bias``).
-    DISTANCE_BIAS = "content-free bias by distance"
-    #: A content-free table per head and relative distance multiplying ``q_i.k_j``
-    #: (``distance_bias`` read as factors).
-    DISTANCE_SCALE = "content-free factor by distance"
-    #: ``b[h, i, j]``: content-free, per pair of absolute positions or segments
-    #: (``pair_bias``).
-    PAIR_BIAS = "content-free bias by pair"
-    #: ``P_Q[pos_i] . P_K[pos_j]``: a low-rank term over absolute positions
-    #: (``factors``). Exactly an attention over ``[q, P_Q] . [k, P_K]``.
-    LOW_RANK = "low-rank absolute term"
-    #: A rotation of queries and keys by their positions (``rotate_qk``).
-    ROTATION = "rotation of q and k"
-    #: Added to the logits, computed from the queries or keys (``logit_bias``).
-    CONTENT_BIAS = "bias that reads q or k"
-    #: Replaces ``q_i.k_j`` by a position-dependent product (``content_logits``).
-    CONTENT_LOGITS = "position-dependent q.k"
-    #: A bias that reads q or k and a term added to the output from the attention
-    #: probabilities (``logit_bias`` and ``value_term``).
-    PROBABILITIES = "terms on keys and on the probabilities"
-    #: Keys and values computed from a projection of the input along the sequence, with
-    #: their own bias (``project_sequence`` and ``projected_bias``).
-    PROJECTION = "projection of keys and values"
-
-
-# What each kind asks of the attention, declared with the kinds; the planner
-# (:mod:`fairseq_posenc.core.attention_plan`) reads these sets.
-
-#: Kinds that add a ``len x len`` (or larger) tensor to the logits.
-MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
-                        PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
-                        PositionKind.PROJECTION})
-#: Kinds that need the logits written out (the explicit path), unless fused.
-NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
-                          PositionKind.PROBABILITIES})
-#: Additive kinds that depend on positions only, given the padding.
-CONTENT_FREE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
-                          PositionKind.LOW_RANK})
-#: Additive kinds whose tensor reads the queries or keys (so it has a gradient whenever
-#: autograd records).
-READS_CONTENT = frozenset({PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
-                           PositionKind.PROJECTION})
-#: Kinds added to the float mask (:data:`MASK_SIZED` and the low-rank bias).
-ADDITIVE = MASK_SIZED | {PositionKind.LOW_RANK}
 
 
 class KernelFamily(enum.Enum):

@@ -49,7 +49,6 @@ Deviations from the authors' code (google-deepmind/randomized_positional_encodin
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from typing import Optional
 
@@ -59,15 +58,6 @@ from torch import Tensor
 from .positions import real_positions
 
 FLAG = "--random-positions"
-
-
-def add_random_positions_arg(parser: argparse._ActionsContainer) -> None:
-    parser.add_argument(
-        FLAG, type=int, default=None, metavar="L",
-        help="training draws each sequence's positions as a sorted random subset of "
-             "[0, L) (Ruoss et al. 2023); evaluation uses 0..n-1. L: more than the longest "
-             "test sentence; for the input encodings, sinusoidal and learned, and the "
-             "attention-level ones that read positions or distances")
 
 
 @dataclass(frozen=True)
@@ -102,34 +92,3 @@ def draw_positions(padding_mask: Tensor, span: int,
     drawn = permutation.masked_fill(~kept, span).sort(1).values[:, :length]
     index = real_positions(padding_mask, length, device).expand(batch, length)
     return drawn.gather(1, index).masked_fill(padding_mask, 0)
-
-
-def check_random_positions(args: argparse.Namespace, encoding: type,
-                           max_positions: tuple[int, int]) -> None:
-    """``--random-positions``: a positive span, an encoding it applies to (``encoding``: a
-    :class:`~fairseq_posenc.core.encodings.base.PositionEncoding` class, not imported here: the
-    encodings import this module), and a span that fits every table of positions the model
-    has (``max_positions``: the source's and the target's); a ``ValueError`` naming the flag."""
-    span = getattr(args, "random_positions", None)
-    if span is None:
-        return
-    if span < 1:
-        raise ValueError(f"{FLAG} must be a positive integer (the number of positions "
-                         f"drawn from), got {span}. Leave it unset for positions 0..n-1.")
-    refusal = encoding.random_positions_refusal(args)
-    if refusal is not None:
-        raise ValueError(f"{FLAG} cannot apply to --pos-encoding {args.pos_encoding}: "
-                         f"{refusal}.")
-    learned_input = bool(getattr(args, "encoder_learned_pos", False)
-                         or getattr(args, "decoder_learned_pos", False))
-    for side, positions in zip(("source", "target"), max_positions):
-        default_flag = f"--max-{side}-positions"
-        limit = encoding.max_length(args, positions)
-        flag = encoding.max_length_flag(args) or default_flag
-        if limit is None and learned_input and getattr(args, "keep_input_positions", False):
-            limit, flag = positions, default_flag  # fairseq's learned input table, kept
-        if limit is not None and span > limit:
-            raise ValueError(
-                f"{FLAG} {span} draws positions up to {span - 1}, but --pos-encoding "
-                f"{args.pos_encoding} has a table of {limit} {side} positions ({flag}): "
-                f"raise {flag} to at least {span}, or give a smaller {FLAG}.")

@@ -37,7 +37,6 @@ model through the plugin's tasks when a checkpoint is loaded to translate
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -77,16 +76,6 @@ class RopeScaling:
             raise ValueError(f"--rope-scaling-original-len is read by --rope-scaling yarn "
                              f"only; --rope-scaling {self.kind} uses the factor alone: "
                              "drop it")
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Optional["RopeScaling"]:
-        """The scaling a model's configuration carries (set by the plugin's tasks), or
-        None."""
-        kind = getattr(args, "rope_scaling", None)
-        if kind is None or str(kind) == "none":
-            return None
-        return cls(str(kind), float(args.rope_scaling_factor),
-                   getattr(args, "rope_scaling_original_len", None))
 
     @property
     def logit_scale(self) -> float:

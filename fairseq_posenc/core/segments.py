@@ -22,53 +22,14 @@ segment and position embeddings on the same footing.
 
 from __future__ import annotations
 
-import argparse
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from .context import PositionContext, PositionKind
-from .encodings.base import PositionEncoding, init_scalar_table
-from .encodings.flags import Flag, add_flags
-
-NUM_SEGMENTS = Flag("--num-segments", "segments per source for --segment-attention / "
-                    "--segment-embedding (default 2)", default=2, type=int, metavar="K",
-                    minimum=1, hint="Use the most segments a source has.")
-SEGMENT_FLAGS = (
-    Flag("--segment-attention", "per-head segment attention S[l,h][seg(i), seg(j)] in "
-         "encoder self-attention (DIET)"),
-    Flag("--segment-embedding", "BERT-style segment embedding added to the source input"),
-    NUM_SEGMENTS,
-    Flag("--segment-separator", "source token that ends a segment (default <sep>)",
-         default="<sep>", metavar="TOKEN"),
-)
-
-
-def add_segment_args(parser: argparse.ArgumentParser) -> None:
-    add_flags(parser, SEGMENT_FLAGS)
-
-
-def uses_segments(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "segment_attention", False)
-                or getattr(args, "segment_embedding", False))
-
-
-def check_segment_args(args: argparse.Namespace) -> None:
-    if uses_segments(args):
-        NUM_SEGMENTS.check(args)
-
-
-def separator_index(args: argparse.Namespace, dictionary) -> int:
-    index = dictionary.index(args.segment_separator)
-    if index == dictionary.unk():
-        raise ValueError(
-            f"--segment-separator {args.segment_separator!r} is not in the source dictionary; "
-            "join the sentences of each source with that token before fairseq-preprocess, or "
-            "pass the separator your data uses."
-        )
-    return index
-
+from .context import PositionContext
+from .encodings.base import init_scalar_table
+from .encodings.kinds import PairBias
 
 def segment_ids(tokens: Tensor, separator: int, num_segments: int) -> Tensor:
     """``S(i)``: separators before token ``i``, ``(B, T)``; an error past ``num_segments``."""
@@ -82,11 +43,9 @@ def segment_ids(tokens: Tensor, separator: int, num_segments: int) -> Tensor:
     return ids
 
 
-class SegmentAttention(PositionEncoding):
+class SegmentAttention(PairBias):
     """``S[h][S(i), S(j)]`` for one layer, from the batch's segment ids in the stack's
     context."""
-
-    kind = PositionKind.PAIR_BIAS
 
     def __init__(self, num_heads: int, num_segments: int) -> None:
         super().__init__()

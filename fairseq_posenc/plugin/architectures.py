@@ -18,7 +18,8 @@ from fairseq.models import register_model_architecture
 from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
 
 from ..core.encodings import ENCODINGS
-from .models import fill_position_defaults
+from ..core.encodings.registry import LISTENERS
+from .position_args import fill_position_defaults
 
 MODEL = "transformer_posenc"
 
@@ -62,8 +63,15 @@ def encoding_free(arch: str) -> str:
     return "tiny" if arch.startswith("transformer_tiny") else "wmt_en_de"
 
 
+def encoding_architectures(encoding: type) -> None:
+    """``transformer_tiny_NAME`` and ``transformer_wmt_en_de_NAME`` for ``encoding``."""
+    for size, fn in SIZES.items():
+        _architecture(f"{size}_{encoding.name}", fn, encoding.name)
+
+
 _architecture("transformer_posenc", transformer_wmt_en_de, None)
 _architecture("transformer_posenc_tiny", tiny, None)
 for _name in sorted(ENCODINGS):
-    for _size, _fn in SIZES.items():
-        _architecture(f"{_size}_{_name}", _fn, _name)
+    encoding_architectures(ENCODINGS[_name])
+# An encoding registered later (a user's, from their --user-dir) gets its own too.
+LISTENERS.append(encoding_architectures)

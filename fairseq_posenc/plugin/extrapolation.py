@@ -139,7 +139,7 @@ def checkpoint_limits(checkpoint: Path) -> LengthLimits:
     from omegaconf import DictConfig, OmegaConf
 
     from .checkpoint import load
-    from .models import fill_position_defaults
+    from .position_args import fill_position_defaults
 
     state = load(checkpoint, mmap=True)
     cfg = state.get("cfg") if isinstance(state, dict) else None

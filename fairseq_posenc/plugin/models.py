@@ -45,124 +45,21 @@ from torch import Tensor, nn
 from .attention import AttachedPositions, PositionalMultiheadAttention
 from .checkpoint import decode_tag, encode_tag
 from ..core.context import PositionContext, PositionScope
-from ..core.encodings import ENCODINGS, get_encoding
-from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
-from ..core.encodings.registry import flag_owners
+from ..core.encodings import get_encoding
+from ..core.encodings.base import PositionEncoding
 from .input_positions import InputPositions
-from ..nn import KERNEL_CHOICES, choose_kernels
-from ..core.random_positions import add_random_positions_arg, check_random_positions
-from ..core.segments import (
-    SegmentAttention,
-    add_segment_args,
-    check_segment_args,
-    segment_embedding,
-    segment_ids,
+from ..nn import choose_kernels
+from ..core.segments import SegmentAttention, segment_embedding, segment_ids
+from .position_args import (
+    add_position_args,
+    configure_positions,
+    encoding_values,
     separator_index,
     uses_segments,
 )
+from .translation_scaling import model_scaling
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_ENCODING = "sinusoidal"
-
-
-# --- arguments ----------------------------------------------------------------------
-
-
-def add_position_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("position encoding (fairseq-posenc)")
-    group.add_argument(
-        "--pos-encoding",
-        choices=sorted(ENCODINGS),
-        default=None,
-        help=f"position encoding (default: the architecture's, else {DEFAULT_ENCODING})",
-    )
-    group.add_argument(
-        "--pos-layers",
-        choices=LAYER_CHOICES,
-        default=None,
-        help="self-attention layers that get an attention-level encoding: all, or the "
-        "first of each stack (default: first for at5, at5_nob, t5_nob as in AT5's "
-        "translation setting, all for the others)",
-    )
-    group.add_argument(
-        "--pos-kernels",
-        choices=KERNEL_CHOICES,
-        default="auto",
-        help="auto: on CUDA in fp16/bf16, the Triton kernels of fairseq_posenc/core/kernels "
-        "(distance biases and factors, Shaw's terms, RoPE's rotation), each after a "
-        "once-per-process check against torch's path; torch: torch's paths only (the same "
-        "numbers up to rounding, with B x H x T x T tensors for the distance terms)",
-    )
-    group.add_argument(
-        "--keep-input-positions",
-        action="store_true",
-        help="with an attention-level encoding, also keep fairseq's input position "
-        "embeddings (ablation; the papers remove them)",
-    )
-    add_random_positions_arg(group)
-    for encoding in ENCODINGS.values():
-        encoding.add_args(group)
-    add_segment_args(group)
-
-
-def fill_position_defaults(args: argparse.Namespace) -> None:
-    """Give unset position flags their defaults.
-
-    fairseq parses model flags with ``argument_default=SUPPRESS`` and leaves defaults to
-    the architecture function; this reads them off the flag definitions, so each default
-    is written once, next to its flag.
-    """
-    parser = argparse.ArgumentParser(add_help=False)
-    add_position_args(parser)
-    for action in parser._actions:
-        if not hasattr(args, action.dest):
-            setattr(args, action.dest, action.default)
-
-
-def check_foreign_flags(args: argparse.Namespace, encoding: type) -> None:
-    """A flag of another encoding given a value (not its default): an error that names the
-    flag and the encodings it belongs to, before anything is built."""
-    own = {flag.dest for flag in encoding.flags}
-    flags = {flag.dest: flag for other in ENCODINGS.values() for flag in other.flags}
-    for dest, names in flag_owners().items():
-        flag = flags[dest]
-        value = getattr(args, dest, flag.default)
-        if dest not in own and value is not None and value != flag.default:
-            raise ValueError(
-                f"{flag.option} is a flag of --pos-encoding {', '.join(names)}, not of "
-                f"--pos-encoding {args.pos_encoding}, which has no use for it: remove it, "
-                "or choose an encoding it belongs to.")
-
-
-def configure_positions(args: argparse.Namespace) -> None:
-    """Validate the encoding's flags and set fairseq's own position-embedding flags."""
-    args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
-    encoding = get_encoding(args.pos_encoding)
-    check_foreign_flags(args, encoding)
-    encoding.check_args(args)
-    check_segment_args(args)
-    check_random_positions(args, encoding, (
-        getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS,
-        getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS))
-    if encoding.at_input:
-        wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
-        given = (
-            bool(args.no_token_positional_embeddings),
-            bool(args.encoder_learned_pos or args.decoder_learned_pos),
-        )
-        if given not in (wanted, (False, False)):
-            raise ValueError(
-                f"--pos-encoding {args.pos_encoding} conflicts with "
-                "--no-token-positional-embeddings / --encoder-learned-pos / "
-                "--decoder-learned-pos: choose the input encoding with --pos-encoding "
-                f"({', '.join(n for n, e in sorted(ENCODINGS.items()) if e.at_input)}) alone."
-            )
-        args.no_token_positional_embeddings, learned = wanted
-        args.encoder_learned_pos = args.decoder_learned_pos = learned
-    elif not args.keep_input_positions:
-        args.no_token_positional_embeddings = True
-
 
 # --- layers and stacks --------------------------------------------------------------
 
@@ -259,9 +156,10 @@ class PositionalStack:
             encoding = get_encoding(self.args.pos_encoding)
             per_layer: list[Optional[PositionEncoding]] = [None] * layers
             if not encoding.at_input:
-                per_layer = encoding.build_stack(self.args, layers, num_heads=heads,
-                                                 head_dim=head_dim, causal=causal,
-                                                 max_positions=max_positions)
+                per_layer = encoding.build_stack(
+                    encoding_values(self.args, encoding), layers, self.args.pos_layers,
+                    num_heads=heads, head_dim=head_dim, causal=causal,
+                    max_positions=max_positions, rope_scaling=model_scaling(self.args))
             plan = self._plan = StackPositions(PositionScope(), per_layer,
                                                self._extra_terms(heads, layers))
         return plan.next_layer()
@@ -275,7 +173,9 @@ class PositionalStack:
         every other submodule as before (so the parameters, and an optimizer's state,
         keep their order)."""
         encoding = get_encoding(self.args.pos_encoding)
-        self.pos_max_length = encoding.max_length(self.args, max_positions)
+        values = encoding_values(self.args, encoding)
+        self.pos_max_length = encoding.max_length(values, max_positions)
+        self.pos_flag = encoding.max_length_flag(values)
         self.pos_side = side
         plan: Optional[StackPositions] = getattr(self, "_plan", None)
         if plan is not None:
@@ -284,7 +184,7 @@ class PositionalStack:
         if plan is not None and not encoding.at_input:
             self.pos_encodings = nn.ModuleList(
                 [m for m in dict.fromkeys(plan.encodings) if m is not None])
-        self.pos_draw = encoding.position_draw(self.args)
+        self.pos_draw = encoding.position_draw(values, self.args.random_positions)
         if self.pos_draw is not None and self.embed_positions is not None:
             # the input embedding reads the positions each training forward chooses
             self.embed_positions = InputPositions(self.embed_positions, self.pos_scope)
@@ -303,7 +203,7 @@ class PositionalStack:
             return
         longest = int(tokens.ne(self.padding_idx).sum(dim=1).max())
         if longest > limit:
-            flag = get_encoding(self.args.pos_encoding).max_length_flag(self.args) or (
+            flag = self.pos_flag or (
                 "--max-source-positions" if self.pos_side == "source" else "--max-target-positions"
             )
             raise ValueError(

@@ -6,8 +6,8 @@ with the task's options, and builds each checkpoint's model through the task,
 ``task.build_model(cfg, from_checkpoint=True)``, where ``cfg`` is the model configuration
 the checkpoint saved (for this args-based model, the training command's namespace). So
 ``translation_extrapolation`` and ``translation_gnmt`` take the three options and set them
-on that configuration just before the model is built; RoPE's modules read them there
-(:meth:`.rope_scaling.RopeScaling.from_args`). A checkpoint trained without scaling is
+on that configuration just before the model is built; the model reads them there
+(:func:`model_scaling`) and gives them to RoPE's modules. A checkpoint trained without scaling is
 translated with it from the flags alone: no edited checkpoint, no ``--model-overrides``::
 
     fairseq-generate DATA --user-dir fairseq_posenc --task translation_extrapolation \\
@@ -82,7 +82,7 @@ def requested_scaling(cfg) -> Optional[RopeScaling]:
 def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> None:
     """Check ``scaling`` against a checkpoint's model configuration, complete YaRN's
     training length from it, and set it there for the model to read."""
-    from .models import DEFAULT_ENCODING
+    from .position_args import DEFAULT_ENCODING
 
     name = getattr(model_cfg, "pos_encoding", None) or DEFAULT_ENCODING
     if not hasattr(model_cfg, "pos_encoding") or not issubclass(get_encoding(name), Rope):
@@ -105,6 +105,15 @@ def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> 
     model_cfg.rope_scaling = scaling.kind
     model_cfg.rope_scaling_factor = scaling.factor
     model_cfg.rope_scaling_original_len = scaling.original_len
+
+
+def model_scaling(model_cfg: argparse.Namespace) -> Optional[RopeScaling]:
+    """The scaling a model's configuration carries (set by the tasks below), or None."""
+    kind = getattr(model_cfg, "rope_scaling", None)
+    if kind is None or str(kind) == "none":
+        return None
+    return RopeScaling(str(kind), float(model_cfg.rope_scaling_factor),
+                       getattr(model_cfg, "rope_scaling_original_len", None))
 
 
 class RopeScalingTask(TranslationTask):

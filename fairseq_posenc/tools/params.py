@@ -36,8 +36,8 @@ def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
     baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
     for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
-        for flag in encoding.flags:
-            setattr(baseline, flag.dest, flag.default)
+        for option in encoding.options:
+            setattr(baseline, option.name, option.default)
     return count(args, vocab), count(baseline, vocab)
 
 

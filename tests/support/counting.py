@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from fairseq_posenc.core.encodings import RelativeScalarBias
+from fairseq_posenc.core.encodings import DistanceBias
 
 
 def count_distance_tables(model, monkeypatch):
     """Record every per-distance table an encoding computes."""
     calls = []
-    classes = {type(m) for m in model.modules() if isinstance(m, RelativeScalarBias)}
+    classes = {type(m) for m in model.modules() if isinstance(m, DistanceBias)}
     for cls in classes:
         def counting(self, lo, hi, _original=cls.distance_bias):
             calls.append((id(self), lo, hi))

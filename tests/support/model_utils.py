@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Optional, Sequence
 
 import torch
@@ -11,7 +10,6 @@ from fairseq.data import Dictionary
 from fairseq_posenc.plugin import build
 from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.encodings import ENCODINGS, PositionScope, get_encoding
-from fairseq_posenc.plugin.models import fill_position_defaults
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none", "shape"]
 # Every registered encoding: a new one is covered by the shared tests as soon as it exists.
@@ -50,22 +48,22 @@ def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transform
     return model.eval(), d
 
 
-def encoding_args(**overrides) -> argparse.Namespace:
-    args = argparse.Namespace(**overrides)
-    fill_position_defaults(args)
-    return args
+def encoding_values(encoding: str, **overrides) -> dict:
+    """``encoding``'s options at their defaults but ``overrides``, checked."""
+    return get_encoding(encoding).option_values(overrides)
 
 
 def build_attention(
     encoding: str, *, causal: bool, embed_dim: int = 8, num_heads: int = 2,
-    max_positions: int = 12, **flags,
+    max_positions: int = 12, rope_scaling=None, **flags,
 ) -> PositionalMultiheadAttention:
-    """One position-aware self-attention layer with its own encoding, in float64."""
+    """One position-aware self-attention layer with its own encoding, in float64;
+    ``rope_scaling``: the structural argument the plugin's tasks set at translation."""
     torch.manual_seed(0)
     attn = PositionalMultiheadAttention(embed_dim, num_heads)
     enc = get_encoding(encoding).build(
-        encoding_args(**flags), num_heads=num_heads, head_dim=embed_dim // num_heads,
-        causal=causal, max_positions=max_positions,
+        encoding_values(encoding, **flags), num_heads=num_heads, head_dim=embed_dim // num_heads,
+        causal=causal, max_positions=max_positions, rope_scaling=rope_scaling,
     )
     with torch.no_grad():
         for p in enc.parameters():

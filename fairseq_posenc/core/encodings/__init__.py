@@ -1,27 +1,31 @@
 """Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them.
 
-Every module of this package except the shared ``base`` and ``registry`` is imported here,
-so an encoding registers itself by living in its own module with ``@register_encoding``.
+Every module of this package except the shared machinery (``base``, ``kinds``, ``options``,
+``registry``, ``terms``) is imported here, so an encoding registers itself by living in its
+own module with ``@register_encoding``.
 """
 
 import importlib
 import pkgutil
 
-from ..context import PositionContext, PositionKind, PositionScope
-from .base import PositionEncoding, RelativeScalarBias
+from ..context import PositionContext, PositionScope
+from .base import PositionEncoding
+from .kinds import DistanceBias, PositionKind
 from .registry import ENCODINGS, get_encoding, register_encoding
 
+SHARED = ("base", "kinds", "options", "registry", "terms")
+
 for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in ("base", "registry"):
+    if _module.name not in SHARED:
         importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "ENCODINGS",
+    "DistanceBias",
     "PositionContext",
     "PositionEncoding",
     "PositionKind",
     "PositionScope",
-    "RelativeScalarBias",
     "get_encoding",
     "register_encoding",
 ]

@@ -22,14 +22,13 @@ position encodings today expect it.
 
 from __future__ import annotations
 
-import argparse
 import math
 
 import torch
 from torch import Tensor
 
 from ..context import FusedKernel, KernelFamily, PositionContext
-from .base import RelativeScalarBias
+from .kinds import DistanceBias
 from .registry import register_encoding
 
 
@@ -45,25 +44,21 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 
 @register_encoding
-class Alibi(RelativeScalarBias):
+class Alibi(DistanceBias):
     name = "alibi"
 
     #: Rows of :meth:`factors`: any length (the two-part split is exact below 4096).
     max_len = 4096
 
-    def __init__(self, num_heads: int, causal: bool = False) -> None:
+    def __init__(self, *, num_heads: int, causal: bool = False) -> None:
         super().__init__()
         self.register_buffer("slopes", torch.tensor(alibi_slopes(num_heads)), persistent=False)
         if causal:  # the bias also has the exact rank-1 form of :meth:`factors`
             self.fused_kernel = FusedKernel(KernelFamily.CAUSAL_EXTRA_DIMENSIONS)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Alibi":
-        return cls(num_heads, causal)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         r = torch.arange(r_lo, r_hi + 1, device=self.slopes.device, dtype=self.slopes.dtype)

@@ -50,21 +50,20 @@ the stack's single module serves every layer, as the authors' ``every_layer_has_
 (one bias per stack passed to each layer) and QANet setup (one set of slopes for all blocks,
 "the same hyper-parameters for each layer's bucketing algorithm", one bias per block of 7
 layers). The per-distance table is computed once per forward (and grown geometrically while
-decoding) by :class:`RelativeScalarBias`; the MLPs run on ``H x (#distances)`` inputs, never
+decoding) by :class:`DistanceBias`; the MLPs run on ``H x (#distances)`` inputs, never
 on ``len x len``.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..positions import clipped_index
-from .base import RelativeScalarBias
-from .flags import Flag, max_len_option
+from .kinds import DistanceBias
+from .options import MAX_LEN_HELP, Option
 from .registry import register_encoding
 
 #: The authors' MLP initialisation (``polynomial_score``): truncated normal, constant bias.
@@ -95,17 +94,15 @@ class HeadMLPs(nn.Module):
         return torch.baddbmm(self.b3.view(-1, 1, 1), h2, self.w3.unsqueeze(-1)).squeeze(-1)
 
 
-def soft_bucket_flags(name: str, max_len_help: str) -> tuple[Flag, ...]:
-    """``--NAME-max-len``, ``--NAME-l1-width``, ``--NAME-l2-width``: common to both."""
-    return (max_len_option(name, max_len_help), *(
-        Flag(f"--{name.replace('_', '-')}-{layer}-width",
-             f"{name}: width of hidden layer {layer[1]} of the per-head MLP g (default "
-             f"{width}, AT5's MT setting)", default=width, type=int, metavar="N", minimum=1,
-             hint="AT5's MT setting uses 32 and 4.")
-        for layer, width in (("l1", 32), ("l2", 4))))
+def width(layer: int) -> Option:
+    """``NAME_l1_width``, ``NAME_l2_width``: common to both encodings."""
+    default = 32 if layer == 1 else 4
+    return Option(f"width of hidden layer {layer} of the per-head MLP g (default {default}, "
+                  "AT5's MT setting)", minimum=1, hint="AT5's MT setting uses 32 and 4.",
+                  metavar="N")
 
 
-class SoftBucketBias(RelativeScalarBias):
+class SoftBucketBias(DistanceBias):
     """``b_h(r) = g_{h,sign(r)}(f_h(r))``; subclasses define the soft bucket ``f``.
 
     ``g_neg`` serves ``r <= 0``; ``g_pos`` (bidirectional stacks only) ``r > 0``.
@@ -119,21 +116,8 @@ class SoftBucketBias(RelativeScalarBias):
         self.g_pos = None if causal else HeadMLPs(num_heads, l1, l2)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "SoftBucketBias":
-        def hyper(name: str) -> Any:
-            return getattr(args, f"{cls.name}_{name}")
-
-        return cls(num_heads, causal, hyper("l1_width"), hyper("l2_width"),
-                   hyper("max_len") or max_positions, **cls.own_hyperparameters(args))
-
-    @classmethod
-    def own_hyperparameters(cls, args: argparse.Namespace) -> dict[str, Any]:
-        """Constructor arguments beyond the common ones."""
-        return {}
 
     def soft_bucket(self, r: Tensor, positive: bool) -> Tensor:
         """``(H, len(r))``: ``f_h(r)`` for distances ``r`` all of one sign."""
@@ -153,37 +137,37 @@ class SoftBucketBias(RelativeScalarBias):
 @register_encoding
 class AT5(SoftBucketBias):
     name = "at5"
-    flags = (
-        *soft_bucket_flags("at5", "L in alpha = relu(alpha_raw) / L (the paper's A = 1/n; "
-                                  "256 in AT5's MT setting); any length is supported"),
-        Flag("--at5-slope-min", "at5: raw slopes start uniform in [G, --at5-slope-max] "
-             "(Gamma_min; default 1.0, AT5's MT setting)", default=1.0, type=float, metavar="G"),
-        Flag("--at5-slope-max", "at5: upper end of the raw slopes' initial range (Gamma_max; "
-             "default 15.0, AT5's MT setting)", default=15.0, type=float, metavar="G"),
-    )
 
-    def __init__(self, num_heads: int, causal: bool, l1: int, l2: int, max_len: int,
-                 slope_min: float, slope_max: float) -> None:
-        super().__init__(num_heads, causal, l1, l2)
-        self.max_len = max_len
+    def __init__(
+        self, *, num_heads: int, causal: bool, max_positions: int,
+        at5_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+            "L in alpha = relu(alpha_raw) / L (the paper's A = 1/n; 256 in AT5's MT "
+            "setting); any length is supported"), minimum=1, metavar="N")] = None,
+        at5_l1_width: Annotated[int, width(1)] = 32,
+        at5_l2_width: Annotated[int, width(2)] = 4,
+        at5_slope_min: Annotated[float, Option(
+            "raw slopes start uniform in [G, --at5-slope-max] (Gamma_min; default 1.0, AT5's "
+            "MT setting)", metavar="G")] = 1.0,
+        at5_slope_max: Annotated[float, Option(
+            "upper end of the raw slopes' initial range (Gamma_max; default 15.0, AT5's MT "
+            "setting)", metavar="G")] = 15.0,
+    ) -> None:
+        super().__init__(num_heads, causal, at5_l1_width, at5_l2_width)
+        slope_min, slope_max = at5_slope_min, at5_slope_max
+        self.max_len = at5_max_len or max_positions
         # Raw slopes (the paper's gamma_-, gamma_+); relu(.) / L is applied in soft_bucket.
         self.beta = nn.Parameter(torch.empty(num_heads).uniform_(slope_min, slope_max))
         self.alpha = (None if causal else
                       nn.Parameter(torch.empty(num_heads).uniform_(slope_min, slope_max)))
 
     @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super().check_args(args)
-        lo, hi = args.at5_slope_min, args.at5_slope_max
+    def check_options(cls, values: Mapping[str, Any]) -> None:
+        lo, hi = values["at5_slope_min"], values["at5_slope_max"]
         if not 0 <= lo <= hi or hi <= 0:
             raise ValueError(
                 f"--at5-slope-min/--at5-slope-max must satisfy 0 <= min <= max, max > 0 "
                 f"(got {lo}, {hi}): slopes pass through relu, so a slope <= 0 gives a flat "
                 "bias that never learns. AT5 uses 1 and 15 for translation.")
-
-    @classmethod
-    def own_hyperparameters(cls, args: argparse.Namespace) -> dict[str, Any]:
-        return {"slope_min": args.at5_slope_min, "slope_max": args.at5_slope_max}
 
     def soft_bucket(self, r: Tensor, positive: bool) -> Tensor:
         raw = self.alpha if positive else self.beta
@@ -195,11 +179,17 @@ class AT5(SoftBucketBias):
 @register_encoding
 class AT5NoBuckets(SoftBucketBias):
     name = "at5_nob"
-    flags = soft_bucket_flags("at5_nob", "the table covers distances -(N-1)..N-1; longer ones "
-                                         "are clipped")
 
-    def __init__(self, num_heads: int, causal: bool, l1: int, l2: int, max_len: int) -> None:
-        super().__init__(num_heads, causal, l1, l2)
+    def __init__(
+        self, *, num_heads: int, causal: bool, max_positions: int,
+        at5_nob_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+            "the table covers distances -(N-1)..N-1; longer ones are clipped"), minimum=1,
+            metavar="N")] = None,
+        at5_nob_l1_width: Annotated[int, width(1)] = 32,
+        at5_nob_l2_width: Annotated[int, width(2)] = 4,
+    ) -> None:
+        super().__init__(num_heads, causal, at5_nob_l1_width, at5_nob_l2_width)
+        max_len = at5_nob_max_len or max_positions
         self.r_lo, self.r_hi = -(max_len - 1), (0 if causal else max_len - 1)
         self.table = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1).uniform_())
 

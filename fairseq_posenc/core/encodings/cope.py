@@ -44,15 +44,14 @@ Deviations:
 
 from __future__ import annotations
 
-import argparse
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind
-from .base import PositionEncoding
-from .flags import Flag
+from ..context import PositionContext
+from .kinds import ContentLogits
+from .options import Option
 from .registry import register_encoding
 
 
@@ -72,21 +71,22 @@ def contextual_positions(gates: Tensor, q_offset: int, causal: bool) -> Tensor:
 
 
 @register_encoding
-class CoPE(PositionEncoding):
+class CoPE(ContentLogits):
     name = "cope"
-    kind = PositionKind.CONTENT_LOGITS
-    flags = (
-        Flag("--cope-npos", "cope: number of position embeddings, p_max + 1; contextual "
-             "positions beyond p_max are clamped to it (default: --max-source-positions / "
-             "--max-target-positions + 1, the authors' block size + 1)", default=None,
-             type=int, metavar="N", minimum=2,
-             hint="Positions 0 and 1 at least; leave it unset for the default."),
-        Flag("--cope-shared", "cope: one table of position embeddings per stack, shared by "
-             "its layers (the authors' --cope-shared; default: one per layer)"),
-    )
 
-    def __init__(self, head_dim: int, npos: int, causal: bool) -> None:
+    def __init__(
+        self, *, head_dim: int, causal: bool, max_positions: int,
+        cope_npos: Annotated[Optional[int], Option(
+            "number of position embeddings, p_max + 1; contextual positions beyond p_max "
+            "are clamped to it (default: --max-source-positions / --max-target-positions "
+            "+ 1, the authors' block size + 1)", minimum=2, metavar="N",
+            hint="Positions 0 and 1 at least; leave it unset for the default.")] = None,
+        cope_shared: Annotated[bool, Option(
+            "one table of position embeddings per stack, shared by its layers (the "
+            "authors' --cope-shared; default: one per layer)")] = False,
+    ) -> None:
         super().__init__()
+        npos = cope_npos or max_positions + 1
         self.npos = npos
         self.causal = causal
         #: The table's first position: 0, or -(npos - 1) in the encoder.
@@ -94,17 +94,13 @@ class CoPE(PositionEncoding):
         self.pos_emb = nn.Parameter(torch.zeros(head_dim, npos - self.p_lo))
 
     @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+    def random_positions_refusal(cls, values) -> Optional[str]:
         return ("its positions are counts of gates along each row (contextual positions), "
                 "not token positions, so there are none to draw; train cope without it")
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
-        return bool(args.cope_shared)
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "CoPE":
-        return cls(head_dim, args.cope_npos or max_positions + 1, causal)
+    def shares_layers(cls, values) -> bool:
+        return values["cope_shared"]
 
     def position_range(self, k_len: int) -> tuple[int, int]:
         """The integer positions ``k_len`` keys can reach: ``|p_ij| <= k_len``, within the

@@ -22,36 +22,41 @@ Tables start as N(0, 0.02) (BERT's initializer range).
 
 from __future__ import annotations
 
-import argparse
-from typing import Optional
+from typing import Annotated, Literal, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind
-from .base import SHARING_CHOICES, PositionEncoding, init_scalar_table
-from .flags import Flag, max_len_option
+from ..context import FusedKernel, KernelFamily, PositionContext
+from .base import init_scalar_table
+from .kinds import LowRank
+from .options import MAX_LEN_HELP, Option
 from .registry import register_encoding
 
 
 @register_encoding
-class DietAbs(PositionEncoding):
+class DietAbs(LowRank):
     name = "diet_abs"
-    kind = PositionKind.LOW_RANK
     fused_kernel = FusedKernel(KernelFamily.EXTRA_DIMENSIONS)
-    max_len_flag = "--diet-abs-max-len"
-    flags = (
-        Flag("--diet-abs-rank", "diet_abs: rank d_p of P_Q, P_K (default: head dimension)",
-             default=None, type=int, metavar="D", minimum=1),
-        max_len_option("diet_abs", "positions in the tables; longer inputs are an error"),
-        Flag("--diet-abs-sharing", "diet_abs: share tables across layers (default, as the DIET "
-             "paper recommends), heads, or none", default="layer", choices=SHARING_CHOICES),
-        Flag("--diet-abs-symmetric", "diet_abs: P_K = P_Q (ABS-SCALAR of Chen et al. 2021a)"),
-    )
+    max_len_option = "diet_abs_max_len"
 
-    def __init__(self, num_heads: int, max_len: int, rank: int, symmetric: bool) -> None:
+    def __init__(
+        self, *, num_heads: int, head_dim: int, max_positions: int,
+        diet_abs_rank: Annotated[Optional[int], Option(
+            "rank d_p of P_Q, P_K (default: head dimension)", minimum=1, metavar="D")] = None,
+        diet_abs_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+            "positions in the tables; longer inputs are an error"), minimum=1,
+            metavar="N")] = None,
+        diet_abs_sharing: Annotated[Literal["none", "layer", "head"], Option(
+            "share tables across layers (default, as the DIET paper recommends), heads, or "
+            "none")] = "layer",
+        diet_abs_symmetric: Annotated[bool, Option(
+            "P_K = P_Q (ABS-SCALAR of Chen et al. 2021a)")] = False,
+    ) -> None:
         super().__init__()
-        self.max_len = max_len
+        num_heads = 1 if diet_abs_sharing == "head" else num_heads
+        self.max_len = max_len = diet_abs_max_len or max_positions
+        rank, symmetric = diet_abs_rank or head_dim, diet_abs_symmetric
         self.p_q = nn.Parameter(torch.empty(num_heads, max_len, rank))
         init_scalar_table(self.p_q)
         self.p_k: Optional[nn.Parameter] = None
@@ -60,14 +65,8 @@ class DietAbs(PositionEncoding):
             init_scalar_table(self.p_k)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
-        return args.diet_abs_sharing == "layer"
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "DietAbs":
-        heads = 1 if args.diet_abs_sharing == "head" else num_heads
-        return cls(heads, args.diet_abs_max_len or max_positions,
-                   args.diet_abs_rank or head_dim, args.diet_abs_symmetric)
+    def shares_layers(cls, values) -> bool:
+        return values["diet_abs_sharing"] == "layer"
 
     def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
         p_q = self.p_q[:, :length]

@@ -30,18 +30,17 @@ is stock, as for every encoding.
 
 from __future__ import annotations
 
-import argparse
-import copy
 import math
-from typing import Optional
+from typing import Annotated, Any, Literal, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind
-from .base import SHARING_CHOICES, PositionEncoding, init_scalar_table, layers_with_encoding
+from ..context import PositionContext
+from .base import PositionEncoding, init_scalar_table, layers_with_encoding
 from .diet_abs import DietAbs
-from .flags import Flag, max_len_option
+from .kinds import Projection
+from .options import MAX_LEN_HELP, Option
 from .registry import register_encoding
 
 
@@ -62,62 +61,66 @@ class LinTables(nn.Module):
 
 
 @register_encoding
-class DietAbsLin(PositionEncoding):
+class DietAbsLin(Projection):
     name = "diet_abs_lin"
-    kind = PositionKind.PROJECTION
-    flags = (
-        Flag("--diet-abs-lin-k", "diet_abs_lin: length k the encoder's keys and values are "
-             "projected to (default 32, as DIET's GLUE runs)", default=32, type=int,
-             metavar="K", minimum=1, hint="DIET uses k = 32."),
-        Flag("--diet-abs-lin-rank", "diet_abs_lin: rank d_p of P_Q, P_K (default: head "
-             "dimension)", default=None, type=int, metavar="D", minimum=1),
-        max_len_option("diet_abs_lin", "positions n of E and P_Q; longer inputs are an error"),
-        Flag("--diet-abs-lin-sharing", "diet_abs_lin: share P_Q, P_K across layers (default, "
-             "as diet_abs), heads, or none; E is always one per layer", default="layer",
-             choices=SHARING_CHOICES),
-    )
-    max_len_flag = "--diet-abs-lin-max-len"
+    max_len_option = "diet_abs_lin_max_len"
 
-    def __init__(self, tables: LinTables, max_len: int, k: int) -> None:
+    def __init__(
+        self, *, num_heads: int, head_dim: int, max_positions: int,
+        diet_abs_lin_k: Annotated[int, Option(
+            "length k the encoder's keys and values are projected to (default 32, as DIET's "
+            "GLUE runs)", minimum=1, hint="DIET uses k = 32.", metavar="K")] = 32,
+        diet_abs_lin_rank: Annotated[Optional[int], Option(
+            "rank d_p of P_Q, P_K (default: head dimension)", minimum=1, metavar="D")] = None,
+        diet_abs_lin_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+            "positions n of E and P_Q; longer inputs are an error"), minimum=1,
+            metavar="N")] = None,
+        diet_abs_lin_sharing: Annotated[Literal["none", "layer", "head"], Option(
+            "share P_Q, P_K across layers (default, as diet_abs), heads, or none; E is "
+            "always one per layer")] = "layer",
+        tables: Optional[LinTables] = None,
+    ) -> None:
+        """``tables``: ``P_Q, P_K`` shared with other layers (:meth:`build_stack`), else
+        this layer's own."""
         super().__init__()
+        max_len = diet_abs_lin_max_len or max_positions
+        if tables is None:
+            heads = 1 if diet_abs_lin_sharing == "head" else num_heads
+            tables = LinTables(heads, max_len, diet_abs_lin_k, diet_abs_lin_rank or head_dim)
         self.tables = tables
-        self.e = nn.Parameter(torch.empty(k, max_len))
+        self.e = nn.Parameter(torch.empty(diet_abs_lin_k, max_len))
         nn.init.xavier_uniform_(self.e, gain=1 / math.sqrt(2))
 
     @classmethod
-    def build_stack(cls, args: argparse.Namespace, num_layers: int, *, num_heads: int,
-                    head_dim: int, causal: bool, max_positions: int,
-                    ) -> list[Optional[PositionEncoding]]:
-        if causal:
-            return DietAbs.build_stack(cls._decoder_args(args), num_layers, num_heads=num_heads,
-                                       head_dim=head_dim, causal=causal,
-                                       max_positions=max_positions)
-        n = cls.max_length(args, max_positions)
-        heads = 1 if args.diet_abs_lin_sharing == "head" else num_heads
-        rank = args.diet_abs_lin_rank or head_dim
-
-        def tables() -> LinTables:
-            return LinTables(heads, n, args.diet_abs_lin_k, rank)
-
-        shared = tables() if args.diet_abs_lin_sharing == "layer" else None
-        return [cls(shared or tables(), n, args.diet_abs_lin_k) if used else None
-                for used in layers_with_encoding(args, cls, num_layers)]
+    def build_stack(cls, values: Mapping[str, Any], num_layers: int,
+                    pos_layers: Optional[str] = None,
+                    **structural: Any) -> list[Optional[PositionEncoding]]:
+        """The encoder's projection per layer, ``P_Q, P_K`` shared as ``diet_abs_lin_sharing``
+        says; the decoder's plain ``diet_abs`` (module docstring)."""
+        if structural["causal"]:
+            return DietAbs.build_stack(cls._decoder_values(values), num_layers, pos_layers,
+                                       **structural)
+        shared = None
+        if values["diet_abs_lin_sharing"] == "layer":
+            n = values["diet_abs_lin_max_len"] or structural["max_positions"]
+            shared = LinTables(structural["num_heads"], n, values["diet_abs_lin_k"],
+                               values["diet_abs_lin_rank"] or structural["head_dim"])
+        return [cls.build({**values, "tables": shared}, **structural) if used else None
+                for used in layers_with_encoding(pos_layers, cls, num_layers)]
 
     @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+    def random_positions_refusal(cls, values) -> Optional[str]:
         return ("its encoder's keys and values are the input projected along the sequence "
                 "(Linformer's E, a column per token position), not a term of positions: "
                 "drawing the columns would change which keys a sentence has")
 
     @staticmethod
-    def _decoder_args(args: argparse.Namespace) -> argparse.Namespace:
-        """The ``diet_abs`` flags the decoder is built with."""
-        dec = copy.copy(args)
-        dec.diet_abs_rank = args.diet_abs_lin_rank
-        dec.diet_abs_max_len = args.diet_abs_lin_max_len
-        dec.diet_abs_sharing = args.diet_abs_lin_sharing
-        dec.diet_abs_symmetric = False
-        return dec
+    def _decoder_values(values: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``diet_abs`` options the decoder is built with."""
+        return {"diet_abs_rank": values["diet_abs_lin_rank"],
+                "diet_abs_max_len": values["diet_abs_lin_max_len"],
+                "diet_abs_sharing": values["diet_abs_lin_sharing"],
+                "diet_abs_symmetric": False}
 
     def project_sequence(self, x: Tensor, key_padding_mask: Optional[Tensor],
                          ctx: PositionContext) -> Tensor:

@@ -18,26 +18,27 @@ separate option (segment attention). Tables start as N(0, 0.02) (BERT's initiali
 
 from __future__ import annotations
 
-import argparse
+from typing import Annotated, Literal, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..positions import clipped_index
-from .base import SHARING_CHOICES, RelativeScalarBias, init_scalar_table
-from .flags import Flag, max_len_option
+from .base import init_scalar_table
+from .kinds import DistanceBias
+from .options import MAX_LEN_HELP, Option
 from .registry import register_encoding
 
 
-@register_encoding
-class DietRel(RelativeScalarBias):
-    name = "diet_rel"
-    flags = (
-        max_len_option("diet_rel",
-                       "the table covers distances -(N-1)..N-1; longer ones are clipped"),
-        Flag("--diet-rel-sharing", "diet_rel: share tables across layers or heads (default "
-             "none, as the DIET paper recommends)", default="none", choices=SHARING_CHOICES),
-    )
+#: A table over the distances ``-(N-1)..N-1``, longer ones clipped (``diet_rel``, ``t5_nob``).
+TableLen = Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+    "the table covers distances -(N-1)..N-1; longer ones are clipped"), minimum=1,
+    metavar="N")]
+
+
+class RelativeTable(DistanceBias):
+    """A scalar per head and clipped distance ``-(n-1)..n-1`` (``..0`` when causal),
+    starting as N(0, 0.02); the registered encodings below give ``n`` and the heads."""
 
     def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
         super().__init__()
@@ -45,15 +46,23 @@ class DietRel(RelativeScalarBias):
         self.rel_bias = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1))
         init_scalar_table(self.rel_bias)
 
-    @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
-        return args.diet_rel_sharing == "layer"
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "DietRel":
-        heads = 1 if args.diet_rel_sharing == "head" else num_heads
-        return cls(heads, args.diet_rel_max_len or max_positions, causal)
-
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         r = torch.arange(r_lo, r_hi + 1, device=self.rel_bias.device)
         return self.rel_bias[:, clipped_index(r, self.r_lo, self.r_hi)]
+
+
+@register_encoding
+class DietRel(RelativeTable):
+    name = "diet_rel"
+
+    def __init__(self, *, num_heads: int, causal: bool, max_positions: int,
+                 diet_rel_max_len: TableLen = None,
+                 diet_rel_sharing: Annotated[Literal["none", "layer", "head"], Option(
+                     "share tables across layers or heads (default none, as the DIET paper "
+                     "recommends)")] = "none") -> None:
+        super().__init__(1 if diet_rel_sharing == "head" else num_heads,
+                         diet_rel_max_len or max_positions, causal)
+
+    @classmethod
+    def shares_layers(cls, values) -> bool:
+        return values["diet_rel_sharing"] == "layer"

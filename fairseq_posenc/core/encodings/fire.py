@@ -50,16 +50,16 @@ Deviations (the paper defines the causal form only):
 
 from __future__ import annotations
 
-import argparse
-from typing import Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind, Window
+from ..context import PositionContext, Window
 from ..positions import gather_absolute_pairs, relative_positions
-from .base import PositionEncoding, absolute_pair_bias
-from .flags import Flag
+from .kinds import PairBias
+from .options import Option
+from .terms import absolute_pair_bias
 from .registry import register_encoding
 
 #: Added to the normaliser ``psi(max(L, i))`` (the authors' ``eps``).
@@ -88,25 +88,26 @@ def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tenso
 
 
 @register_encoding
-class Fire(PositionEncoding):
+class Fire(PairBias):
     name = "fire"
-    kind = PositionKind.PAIR_BIAS
-    flags = (
-        Flag("--fire-mlp-width", "fire: width of the hidden layer of the MLP f (default 32, "
-             "the paper's)", default=32, type=int, metavar="N", minimum=1,
-             hint="FIRE uses 32."),
-        Flag("--fire-init-c", "fire: initial value of c in psi(x) = log(c x + 1) (learned; "
-             "default 0.1, the paper's)", default=0.1, type=float, metavar="C"),
-        Flag("--fire-init-l", "fire: L_0 in the threshold L = |l L_0| of psi(max(L, i)), "
-             "l learned from 1 (default 512, the paper's)", default=512.0, type=float,
-             metavar="L"),
-        Flag("--fire-shared", "fire: one FIRE module per stack, shared by its layers (the "
-             "paper's FIRE-Shared; default: one per layer)"),
-    )
 
-    def __init__(self, num_heads: int, mlp_width: int = 32, init_c: float = 0.1,
-                 init_l: float = 512.0, causal: bool = True) -> None:
+    def __init__(
+        self, *, num_heads: int, causal: bool = True,
+        fire_mlp_width: Annotated[int, Option(
+            "width of the hidden layer of the MLP f (default 32, the paper's)", minimum=1,
+            metavar="N", hint="FIRE uses 32.")] = 32,
+        fire_init_c: Annotated[float, Option(
+            "initial value of c in psi(x) = log(c x + 1) (learned; default 0.1, the "
+            "paper's)", metavar="C")] = 0.1,
+        fire_init_l: Annotated[float, Option(
+            "L_0 in the threshold L = |l L_0| of psi(max(L, i)), l learned from 1 (default "
+            "512, the paper's)", metavar="L")] = 512.0,
+        fire_shared: Annotated[bool, Option(
+            "one FIRE module per stack, shared by its layers (the paper's FIRE-Shared; "
+            "default: one per layer)")] = False,
+    ) -> None:
         super().__init__()
+        mlp_width, init_c, init_l = fire_mlp_width, fire_init_c, fire_init_l
         self.causal = causal
         self.mlp = nn.Sequential(nn.Linear(1, mlp_width), nn.ReLU(),
                                  nn.Linear(mlp_width, num_heads))
@@ -116,30 +117,24 @@ class Fire(PositionEncoding):
         self.l_multiplier = nn.Parameter(torch.tensor(1.0))
 
     @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super().check_args(args)
-        for option, value in (("--fire-init-c", args.fire_init_c),
-                              ("--fire-init-l", args.fire_init_l)):
+    def check_options(cls, values: Mapping[str, Any]) -> None:
+        for option, value in (("--fire-init-c", values["fire_init_c"]),
+                              ("--fire-init-l", values["fire_init_l"])):
             if not value > 0:  # also NaN
                 raise ValueError(f"{option} must be positive, got {value!r}: psi(x) = "
                                  "log(c x + 1) needs c > 0 and the threshold L > 0. FIRE "
                                  "starts from c = 0.1 and L = 512.")
 
     @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+    def random_positions_refusal(cls, values) -> Optional[str]:
         return ("its bias is a function of the query's position and the distance, "
                 "normalised by psi(max(L, i)) over the positions 0..n-1 its table covers; "
                 "FIRE's own answer to unseen lengths is that normalisation: train fire "
                 "without it")
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
-        return bool(args.fire_shared)
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Fire":
-        return cls(num_heads, args.fire_mlp_width, args.fire_init_c, args.fire_init_l,
-                   causal)
+    def shares_layers(cls, values) -> bool:
+        return values["fire_shared"]
 
     def threshold(self) -> Tensor:
         """``L = |l L_0|``."""

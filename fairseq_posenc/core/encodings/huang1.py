@@ -13,39 +13,36 @@ materialised).
 
 from __future__ import annotations
 
-import argparse
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionKind
-from .base import RelativeScalarBias
-from .flags import clip_option
+from ..context import FusedKernel, KernelFamily
+from .kinds import DistanceBias, PositionKind
+from .options import CLIP_HELP, Option
 from .registry import register_encoding
 
 
-def huang_clip(args: argparse.Namespace, name: str, max_positions: int) -> int:
-    """Largest distance with its own entry: ``--<name>-clip`` if given, else ``n - 1``."""
-    clip: Optional[int] = getattr(args, f"{name}_clip")
+#: ``huangN_clip``: optional, positive when given.
+Clip = Annotated[Optional[int], Option(CLIP_HELP, minimum=1, metavar="K")]
+
+
+def huang_clip(clip: Optional[int], max_positions: int) -> int:
+    """Largest distance with its own entry: ``huangN_clip`` if given, else ``n - 1``."""
     return min(clip, max_positions - 1) if clip else max_positions - 1
 
 
 @register_encoding
-class Huang1(RelativeScalarBias):
+class Huang1(DistanceBias):
     name = "huang1"
-    flags = (clip_option("huang1"),)
     kind = PositionKind.DISTANCE_SCALE
     fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
-    def __init__(self, num_heads: int, clip: int) -> None:
+    def __init__(self, *, num_heads: int, max_positions: int, huang1_clip: Clip = None) -> None:
         super().__init__()
-        self.clip = clip
+        self.clip = clip = huang_clip(huang1_clip, max_positions)
         self.rel_scale = nn.Parameter(torch.ones(num_heads, clip + 1))
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang1":
-        return cls(num_heads, huang_clip(args, cls.name, max_positions))
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         r = torch.arange(r_lo, r_hi + 1, device=self.rel_scale.device)

@@ -9,32 +9,22 @@ The same per-distance table as ``diet_rel``, used as a factor instead of a summa
 
 from __future__ import annotations
 
-import argparse
-
 from torch import nn
 
-from ..context import FusedKernel, KernelFamily, PositionKind
-from .diet_rel import DietRel
-from .flags import clip_option
-from .huang1 import huang_clip
+from ..context import FusedKernel, KernelFamily
+from .diet_rel import RelativeTable
+from .huang1 import Clip, huang_clip
+from .kinds import PositionKind
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang2(DietRel):
+class Huang2(RelativeTable):
     name = "huang2"
-    flags = (clip_option("huang2"),)
     kind = PositionKind.DISTANCE_SCALE
     fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
-    def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
-        super().__init__(num_heads, max_len, causal)
+    def __init__(self, *, num_heads: int, causal: bool, max_positions: int,
+                 huang2_clip: Clip = None) -> None:
+        super().__init__(num_heads, huang_clip(huang2_clip, max_positions) + 1, causal)
         nn.init.ones_(self.rel_bias)  # a factor: start from plain attention
-
-    @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
-        return False
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang2":
-        return cls(num_heads, huang_clip(args, cls.name, max_positions) + 1, causal)

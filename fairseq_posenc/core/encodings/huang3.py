@@ -25,28 +25,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, PositionKind
-from .base import PositionEncoding, clipped_distance_index
-from .flags import clip_option
-from .huang1 import huang_clip
+from ..context import PositionContext
+from .huang1 import Clip, huang_clip
+from .kinds import ContentLogits
+from .terms import clipped_distance_index
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang3(PositionEncoding):
+class Huang3(ContentLogits):
     name = "huang3"
-    flags = (clip_option("huang3"),)
-    kind = PositionKind.CONTENT_LOGITS
 
-    def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
+    def __init__(self, *, num_heads: int, head_dim: int, causal: bool, max_positions: int,
+                 huang3_clip: Clip = None) -> None:
         super().__init__()
+        clip = huang_clip(huang3_clip, max_positions)
         self.r_lo, self.r_hi = -clip, (0 if causal else clip)
         # a gate on every dimension of q.k: 1 is plain attention
         self.rel_gate = nn.Parameter(torch.ones(num_heads, self.r_hi - self.r_lo + 1, head_dim))
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang3":
-        return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
 
     def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
                        ctx: PositionContext) -> Tensor:

@@ -18,36 +18,28 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import distance_range
-from .base import (
-    DistanceRows,
-    PositionEncoding,
-    clipped_distance_index,
-    init_scalar_table,
-)
-from .flags import clip_option
-from .huang1 import huang_clip
+from .base import init_scalar_table
+from .huang1 import Clip, huang_clip
+from .kinds import ContentBias
+from .terms import DistanceRows, clipped_distance_index
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang4(PositionEncoding):
+class Huang4(ContentBias):
     name = "huang4"
-    flags = (clip_option("huang4"),)
-    kind = PositionKind.CONTENT_BIAS
     fused_kernel = FusedKernel(KernelFamily.ROWS)
 
-    def __init__(self, num_heads: int, head_dim: int, clip: int, causal: bool) -> None:
+    def __init__(self, *, num_heads: int, head_dim: int, causal: bool, max_positions: int,
+                 huang4_clip: Clip = None) -> None:
         super().__init__()
+        clip = huang_clip(huang4_clip, max_positions)
         self.causal = causal
         self.r_lo, self.r_hi = -clip, (0 if causal else clip)
         self.rel_emb = nn.Parameter(torch.empty(num_heads, self.r_hi - self.r_lo + 1, head_dim))
         init_scalar_table(self.rel_emb)
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Huang4":
-        return cls(num_heads, head_dim, huang_clip(args, cls.name, max_positions), causal)
 
     def _table(self, q: Tensor, lo: int, hi: int) -> Tensor:
         """The vectors of distances ``lo..hi`` as ``(H, d_h, R)``."""

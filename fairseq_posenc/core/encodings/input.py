@@ -20,42 +20,33 @@ left-padded source is encoded like the same source alone); self-attention stays 
 
 from __future__ import annotations
 
-import argparse
 from typing import Optional
 
-from ..context import PositionKind
-from .base import PositionEncoding
+from .kinds import InputEmbedding
 from .registry import register_encoding
 
 
-class InputEncoding(PositionEncoding):
-    at_input = True
-    kind = PositionKind.INPUT
-    #: (no_token_positional_embeddings, learned_pos) for fairseq's transformer.
-    fairseq_flags: tuple[bool, bool]
-
-
 @register_encoding
-class Sinusoidal(InputEncoding):
+class Sinusoidal(InputEmbedding):
     name = "sinusoidal"
     fairseq_flags = (False, False)
 
 
 @register_encoding
-class Learned(InputEncoding):
+class Learned(InputEmbedding):
     name = "learned"
     fairseq_flags = (False, True)
 
     @classmethod
-    def max_length(cls, args: argparse.Namespace, max_positions: int) -> Optional[int]:
+    def max_length(cls, values, max_positions: int) -> Optional[int]:
         return max_positions
 
 
 @register_encoding
-class NoPosition(InputEncoding):
+class NoPosition(InputEmbedding):
     name = "none"
     fairseq_flags = (True, False)
 
     @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+    def random_positions_refusal(cls, values) -> Optional[str]:
         return "the model has no positions to draw"

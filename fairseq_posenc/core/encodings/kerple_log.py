@@ -26,19 +26,17 @@ overflow half precision (``|i - j|^r2`` reaches 1024^2 in the power variant).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 from torch import Tensor, nn
 
-from .base import RelativeScalarBias
+from .kinds import DistanceBias
 from .registry import register_encoding
 
 #: The authors' lower bound on both parameters (``eps = 1e-2``).
 KERNEL_EPS = 1e-2
 
 
-class KernelizedBias(RelativeScalarBias):
+class KernelizedBias(DistanceBias):
     """``kernel(r1_h, r2_h, |r|)`` per head and distance ``r``; subclasses give the kernel,
     the parameters' initial ranges and ``r2``'s upper bound (None: no bound)."""
 
@@ -47,18 +45,14 @@ class KernelizedBias(RelativeScalarBias):
     R2_INIT: float
     R2_MAX: float | None = None
 
-    def __init__(self, num_heads: int) -> None:
+    def __init__(self, *, num_heads: int) -> None:
         super().__init__()
         self.r1 = nn.Parameter(torch.rand(num_heads) * self.R1_INIT)
         self.r2 = nn.Parameter(torch.rand(num_heads) * self.R2_INIT)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "KernelizedBias":
-        return cls(num_heads)
 
     def project(self) -> None:
         """Clamp the parameters onto the kernel's constraint, in place (``.data``: neither

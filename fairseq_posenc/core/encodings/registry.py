@@ -1,19 +1,57 @@
-"""Name -> encoding class, filled by ``@register_encoding`` in each encoding's module."""
+"""Name -> encoding class, filled by ``@register_encoding`` (each built-in encoding's
+module, and a user's: :func:`fairseq_posenc.nn.register_encoding` is this one)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
+
+from .options import declared_options
 
 if TYPE_CHECKING:
     from .base import PositionEncoding
 
 ENCODINGS: dict[str, type["PositionEncoding"]] = {}
+#: Called with each class registered from now on (the fairseq plugin adds its
+#: architectures for it).
+LISTENERS: list[Callable[[type["PositionEncoding"]], None]] = []
 
 
 def register_encoding(cls: type["PositionEncoding"]) -> type["PositionEncoding"]:
-    if cls.name in ENCODINGS:
-        raise ValueError(f"position encoding {cls.name!r} registered twice")
-    ENCODINGS[cls.name] = cls
+    """Class decorator: register ``cls`` under ``cls.name``. A ``TypeError`` or
+    ``ValueError`` naming the class for a class of no kind, one that implements none of its
+    kind's methods, a name registered already, or an option that another encoding declares
+    differently."""
+    from .base import PositionEncoding
+    from .kinds import unimplemented_kinds
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    if not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
+        raise TypeError(f"{where} is no position encoding: derive it from a kind of "
+                        "fairseq_posenc.nn (DistanceBias, PairBias, Rotation, ...)")
+    name = cls.__dict__.get("name")
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TypeError(f"{where} needs a class attribute name, a Python identifier "
+                        f"(its --pos-encoding NAME), got {name!r}")
+    if name in ENCODINGS:
+        other = ENCODINGS[name]
+        raise ValueError(f"{where}: the encoding name {name!r} is registered already, by "
+                         f"{other.__module__}.{other.__qualname__}: choose another name")
+    for kind in unimplemented_kinds(cls):
+        raise TypeError(f"{where} derives from {kind.__name__} but implements none of its "
+                        f"methods: implement {' or '.join(kind.methods)}")
+    options = declared_options(cls)
+    for option in options:
+        for other_name, other in ENCODINGS.items():
+            theirs = next((o for o in other.options if o.name == option.name), None)
+            if theirs is not None and theirs != option:
+                raise ValueError(
+                    f"{where}'s option {option.name!r} is also an option of "
+                    f"{other.__module__}.{other.__qualname__} ({other_name!r}), declared "
+                    f"differently ({option} against {theirs}): rename it, or declare it "
+                    "the same way")
+    cls.options = options
+    ENCODINGS[name] = cls
+    for listener in LISTENERS:
+        listener(cls)
     return cls
 
 
@@ -26,11 +64,10 @@ def get_encoding(name: str) -> type["PositionEncoding"]:
         ) from None
 
 
-def flag_owners() -> dict[str, list[str]]:
-    """Each option's Python name (``--shaw-clip``: ``shaw_clip``) -> the encodings whose
-    flags list it, by name."""
+def option_owners() -> dict[str, list[str]]:
+    """Each option's name -> the encodings that declare it."""
     owners: dict[str, list[str]] = {}
     for name, cls in sorted(ENCODINGS.items()):
-        for flag in cls.flags:
-            owners.setdefault(flag.dest, []).append(name)
+        for option in cls.options:
+            owners.setdefault(option.name, []).append(name)
     return owners

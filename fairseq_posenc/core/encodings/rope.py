@@ -29,40 +29,38 @@ position encodings today expect it.
 
 from __future__ import annotations
 
-import argparse
-from typing import Literal, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 from torch import Tensor
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from .. import kernels
 from ..positions import rotate_pairs
 from ..rope_scaling import RopeScaling
-from .base import PositionEncoding
-from .flags import Flag
+from .kinds import Rotation
+from .options import Option
 from .registry import register_encoding
 
 
 @register_encoding
-class Rope(PositionEncoding):
+class Rope(Rotation):
     name = "rope"
-    kind = PositionKind.ROTATION
     fused_kernel = FusedKernel(KernelFamily.ROTARY)
-    flags = (Flag("--rope-base", "rope: base of the rotation frequencies (default 10000)",
-                  default=10000.0, type=float, metavar="B"),)
 
-    def __init__(self, head_dim: int, base: float,
-                 kernel: Literal["auto", "fused", "complex"] = "auto",
-                 scaling: Optional[RopeScaling] = None) -> None:
-        """``kernel``: ``"auto"``, the fused rotation on CUDA in half precision
-        (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too) and the
-        complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position by a
-        matrix product; or the fused rotation or the complex product everywhere. ``scaling``:
-        frequencies rescaled for longer sentences than the training ones (None: the
-        paper's)."""
+    def __init__(self, *, head_dim: int, rope_scaling: Optional[RopeScaling] = None,
+                 rope_base: Annotated[float, Option(
+                     "base of the rotation frequencies (default 10000)",
+                     metavar="B")] = 10000.0) -> None:
+        """``rope_scaling``: frequencies rescaled for longer sentences than the training
+        ones (None: the paper's)."""
         super().__init__()
-        self.kernel = kernel
+        base, scaling = rope_base, rope_scaling
+        #: ``"auto"``: the fused rotation on CUDA in half precision
+        #: (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too) and the
+        #: complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position
+        #: by a matrix product; ``"fused"`` or ``"complex"``: that one everywhere.
+        self.kernel = "auto"
         if head_dim % 2:
             raise ValueError(f"--pos-encoding {self.name} needs an even head dimension, "
                              f"got {head_dim}")
@@ -76,18 +74,13 @@ class Rope(PositionEncoding):
         self.logit_scale = 1.0 if scaling is None else scaling.logit_scale
 
     @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super().check_args(args)
-        if not args.rope_base > 1:
-            raise ValueError(f"--rope-base must be greater than 1, got {args.rope_base}")
+    def check_options(cls, values: Mapping[str, Any]) -> None:
+        if not values["rope_base"] > 1:
+            raise ValueError(f"--rope-base must be greater than 1, got {values['rope_base']}")
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Rope":
-        return cls(head_dim, args.rope_base, scaling=RopeScaling.from_args(args))
 
     def _exact(self, name: str, device: torch.device) -> Tensor:
         """The float64 constant ``name`` (kept on the CPU) on ``device``, copied once per

@@ -31,46 +31,39 @@ The table is computed in at least float32 from integers (no half-precision frequ
 
 from __future__ import annotations
 
-import argparse
+from typing import Annotated, Any, Mapping
 
 import torch
 from torch import Tensor
 
-from .base import RelativeScalarBias
-from .flags import Flag
+from .kinds import DistanceBias
+from .options import Option
 from .registry import register_encoding
 
 
 @register_encoding
-class Sandwich(RelativeScalarBias):
+class Sandwich(DistanceBias):
     name = "sandwich"
-    flags = (
-        Flag("--sandwich-dim", "sandwich: dimension D of the sinusoidal embeddings whose inner "
-             "product is the bias (an even number; default 128)", default=128, type=int,
-             metavar="D", minimum=2, hint="The paper uses 128."),
-    )
 
-    def __init__(self, num_heads: int, dim: int) -> None:
+    def __init__(self, *, num_heads: int, sandwich_dim: Annotated[int, Option(
+            "dimension D of the sinusoidal embeddings whose inner product is the bias (an "
+            "even number; default 128)", minimum=2, hint="The paper uses 128.",
+            metavar="D")] = 128) -> None:
         super().__init__()
-        check_dim(dim)
-        self.dim = dim
+        check_dim(sandwich_dim)
+        self.dim = sandwich_dim
         # the head numbers h = 1..H (exact in any float dtype); the table follows their
         # device, and their dtype where it is wider than float32
         self.register_buffer("heads", torch.arange(1, num_heads + 1, dtype=torch.float32),
                              persistent=False)
 
     @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super().check_args(args)
-        check_dim(args.sandwich_dim)
+    def check_options(cls, values: Mapping[str, Any]) -> None:
+        check_dim(values["sandwich_dim"])
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Sandwich":
-        return cls(num_heads, args.sandwich_dim)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         dtype = torch.promote_types(self.heads.dtype, torch.float32)

@@ -33,16 +33,15 @@ Deviations:
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Annotated, Callable, Optional
 
 import torch
 from torch import Tensor
 
 from ..positions import real_positions
-from .flags import Flag
-from .input import InputEncoding
+from .kinds import InputEmbedding
+from .options import Option
 from .registry import register_encoding
 
 
@@ -65,19 +64,24 @@ class ShiftedPositions:
 
 
 @register_encoding
-class Shape(InputEncoding):
+class Shape(InputEmbedding):
     name = "shape"
     fairseq_flags = (False, False)  # fairseq's sinusoidal table, read at shifted positions
-    flags = (Flag("--shape-max-shift", "shape: in training each sequence's positions are "
-                  "shifted by k, uniform in 0..K (default 500, SHAPE's WMT setting); no "
-                  "shift in evaluation", default=500, type=int, metavar="K", minimum=1,
-                  hint="SHAPE uses K = 500 for WMT; K = 0 is --pos-encoding sinusoidal."),)
+
+    def __init__(self, *, shape_max_shift: Annotated[int, Option(
+            "in training each sequence's positions are shifted by k, uniform in 0..K "
+            "(default 500, SHAPE's WMT setting); no shift in evaluation", minimum=1,
+            metavar="K", hint="SHAPE uses K = 500 for WMT; K = 0 is --pos-encoding "
+            "sinusoidal.")] = 500) -> None:
+        super().__init__()
+        self.max_shift = shape_max_shift
 
     @classmethod
-    def position_draw(cls, args: argparse.Namespace) -> Optional[Callable[[Tensor], Tensor]]:
-        return ShiftedPositions(args.shape_max_shift)
+    def position_draw(cls, values, random_positions: Optional[int]
+                      ) -> Optional[Callable[[Tensor], Tensor]]:
+        return ShiftedPositions(values["shape_max_shift"])
 
     @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
+    def random_positions_refusal(cls, values) -> Optional[str]:
         return ("SHAPE shifts the positions 0..n-1 itself, and --random-positions draws them "
                 "instead; use --pos-encoding sinusoidal --random-positions L")

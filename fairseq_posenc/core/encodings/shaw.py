@@ -22,30 +22,33 @@ Tables start Xavier-uniform (tensor2tensor's default ``uniform_unit_scaling``, f
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import clipped_index, read_by_clipped_distance, sum_by_clipped_distance
-from .base import PositionEncoding, clipped_distance_index
-from .flags import Flag
+from .kinds import ContentBias, PositionKind
+from .options import Option
+from .terms import clipped_distance_index
 from .registry import register_encoding
 
 
 @register_encoding
-class Shaw(PositionEncoding):
+class Shaw(ContentBias):
     name = "shaw"
-    flags = (
-        Flag("--shaw-clip", "shaw: clip relative distances to [-K, K] (default 16)", default=16,
-             type=int, metavar="K", minimum=1,
-             hint="Shaw et al. report flat BLEU for k >= 2 and use k = 16."),
-        Flag("--shaw-no-value", "shaw: no relative term on the values (keys only)"),
-    )
 
-    def __init__(self, head_dim: int, clip: int, causal: bool, values: bool) -> None:
+    def __init__(
+        self, *, head_dim: int, causal: bool,
+        shaw_clip: Annotated[int, Option(
+            "clip relative distances to [-K, K] (default 16)", minimum=1, metavar="K",
+            hint="Shaw et al. report flat BLEU for k >= 2 and use k = 16.")] = 16,
+        shaw_no_value: Annotated[bool, Option(
+            "no relative term on the values (keys only)")] = False,
+    ) -> None:
         super().__init__()
+        clip, values = shaw_clip, not shaw_no_value
         self.r_lo, self.r_hi = -clip, (0 if causal else clip)
         rows = self.r_hi - self.r_lo + 1
         self.rel_key = nn.Parameter(torch.empty(rows, head_dim))
@@ -57,10 +60,6 @@ class Shaw(PositionEncoding):
         # keys only: a bias that reads q; with values, a term on the probabilities too
         self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
         self.fused_kernel = FusedKernel(KernelFamily.CLIPPED, clipped_rows=rows)
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "Shaw":
-        return cls(head_dim, args.shaw_clip, causal, not args.shaw_no_value)
 
     def _index(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         return clipped_distance_index(q_len, k_len, q_offset, self.r_lo, self.r_hi, ctx,

@@ -12,39 +12,39 @@ logits keep fairseq's scaling and the bias is added after it, as in Chen 2021a's
 
 from __future__ import annotations
 
-import argparse
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
 
 from ..positions import t5_bucket
-from .flags import bucket_options
-from .base import RelativeScalarBias, init_scalar_table
+from .base import init_scalar_table
+from .kinds import DistanceBias
+from .options import BUCKETS_HELP, DISTANCE_HELP, Option
 from .registry import register_encoding
 
 
 @register_encoding
-class T5(RelativeScalarBias):
+class T5(DistanceBias):
     name = "t5"
-    flags = bucket_options("t5", "T5")
 
     def __init__(
-        self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool
+        self, *, num_heads: int, causal: bool,
+        t5_num_buckets: Annotated[int, Option(BUCKETS_HELP.format("T5"), minimum=4,
+                                              hint="T5 uses 32.", metavar="N")] = 32,
+        t5_max_distance: Annotated[int, Option(DISTANCE_HELP.format("T5"), minimum=1,
+                                               hint="T5 uses 128.", metavar="N")] = 128,
     ) -> None:
         super().__init__()
-        self.num_buckets = num_buckets
-        self.max_distance = max_distance
-        self.bidirectional = bidirectional
-        self.rel_bias = nn.Parameter(torch.empty(num_heads, num_buckets))
+        self.num_buckets = t5_num_buckets
+        self.max_distance = t5_max_distance
+        self.bidirectional = not causal
+        self.rel_bias = nn.Parameter(torch.empty(num_heads, t5_num_buckets))
         init_scalar_table(self.rel_bias)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "T5":
-        return cls(num_heads, args.t5_num_buckets, args.t5_max_distance, not causal)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
         r = torch.arange(r_lo, r_hi + 1, device=self.rel_bias.device)

@@ -13,24 +13,19 @@ Causal decoders keep the ``n`` entries with ``j <= i``. The table starts as N(0,
 
 from __future__ import annotations
 
-import argparse
-
-from .diet_rel import DietRel
-from .flags import max_len_option
+from .diet_rel import RelativeTable, TableLen
 from .registry import register_encoding
 
 
 @register_encoding
-class T5NoBuckets(DietRel):
+class T5NoBuckets(RelativeTable):
     name = "t5_nob"
     default_layers = "first"
-    flags = (max_len_option(
-        "t5_nob", "the table covers distances -(N-1)..N-1; longer ones are clipped"),)
+
+    def __init__(self, *, num_heads: int, causal: bool, max_positions: int,
+                 t5_nob_max_len: TableLen = None) -> None:
+        super().__init__(num_heads, t5_nob_max_len or max_positions, causal)
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "T5NoBuckets":
-        return cls(num_heads, args.t5_nob_max_len or max_positions, causal)

@@ -55,45 +55,40 @@ Initialisation as the official code (``init_bert_params`` applied to the whole m
 
 from __future__ import annotations
 
-import argparse
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import expand_distance_bias
-from .base import (
-    PositionEncoding,
-    absolute_pair_bias,
-    check_max_len,
-    init_scalar_table,
-)
+from .base import PositionEncoding, init_scalar_table
+from .kinds import LowRank, PairBias, PositionKind
+from .options import BUCKETS_HELP, DISTANCE_HELP, MAX_LEN_HELP, Option
 from .registry import register_encoding
-from .flags import Flag, bucket_options
 from .t5 import T5
+from .terms import absolute_pair_bias, check_max_len
 
-#: Flags of both TUPE variants.
-TUPE_FLAGS = (
-    Flag("--tupe-max-len", "tupe_a, tupe_r: rows of the absolute position table p; longer "
-         "inputs are an error (default: --max-source-positions / --max-target-positions)",
-         default=None, type=int, metavar="N", minimum=1),
-    Flag("--tupe-reset-first", "tupe_a, tupe_r: untie position 0 (the paper's [CLS] reset, "
-         "eq. 9): its positional row and column become two learned values per head (off: "
-         "translation has no [CLS])"),
-)
+# The options of both TUPE variants, declared once.
+TupeMaxLen = Annotated[Optional[int], Option(MAX_LEN_HELP.format(
+    "rows of the absolute position table p; longer inputs are an error"), minimum=1,
+    metavar="N")]
+TupeReset = Annotated[bool, Option(
+    "untie position 0 (the paper's [CLS] reset, eq. 9): its positional row and column "
+    "become two learned values per head (off: translation has no [CLS])")]
 
 
 @register_encoding
-class TupeA(PositionEncoding):
+class TupeA(LowRank, PairBias):
     name = "tupe_a"
-    max_len_flag = "--tupe-max-len"
-    flags = TUPE_FLAGS
+    max_len_option = "tupe_max_len"
     #: The word logits are ``q.k / sqrt(2 d_h)``.
     content_scale = 2 ** -0.5
 
-    def __init__(self, num_heads: int, head_dim: int, max_len: int, reset_first: bool) -> None:
+    def __init__(self, *, num_heads: int, head_dim: int, max_positions: int,
+                 tupe_max_len: TupeMaxLen = None, tupe_reset_first: TupeReset = False) -> None:
         super().__init__()
+        max_len, reset_first = tupe_max_len or max_positions, tupe_reset_first
         d = num_heads * head_dim
         self.num_heads, self.head_dim, self.max_len = num_heads, head_dim, max_len
         self.scaling = (2 * head_dim) ** -0.5
@@ -115,17 +110,12 @@ class TupeA(PositionEncoding):
                              else FusedKernel(KernelFamily.EXTRA_DIMENSIONS))
 
     @classmethod
-    def shares_layers(cls, args: argparse.Namespace) -> bool:
+    def shares_layers(cls, values) -> bool:
         return True
 
     @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeA":
-        return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
-                   args.tupe_reset_first)
-
-    @classmethod
-    def random_positions_refusal(cls, args: argparse.Namespace) -> Optional[str]:
-        if args.tupe_reset_first:
+    def random_positions_refusal(cls, values) -> Optional[str]:
+        if values["tupe_reset_first"]:
             return ("--tupe-reset-first unties position 0, the first token's, and drawn "
                     "positions need not contain 0; leave the reset off")
         return None
@@ -186,18 +176,20 @@ class TupeA(PositionEncoding):
 @register_encoding
 class TupeR(TupeA):
     name = "tupe_r"
-    flags = (*TUPE_FLAGS, *bucket_options("tupe_r", "TUPE-R"))
 
-    def __init__(self, num_heads: int, head_dim: int, max_len: int, reset_first: bool,
-                 num_buckets: int, max_distance: int, bidirectional: bool) -> None:
-        super().__init__(num_heads, head_dim, max_len, reset_first)
-        self.rel = T5(num_heads, num_buckets, max_distance, bidirectional)
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "TupeR":
-        return cls(num_heads, head_dim, args.tupe_max_len or max_positions,
-                   args.tupe_reset_first, args.tupe_r_num_buckets,
-                   args.tupe_r_max_distance, not causal)
+    def __init__(
+        self, *, num_heads: int, head_dim: int, causal: bool, max_positions: int,
+        tupe_max_len: TupeMaxLen = None, tupe_reset_first: TupeReset = False,
+        tupe_r_num_buckets: Annotated[int, Option(BUCKETS_HELP.format("TUPE-R"), minimum=4,
+                                                  hint="TUPE-R uses 32.", metavar="N")] = 32,
+        tupe_r_max_distance: Annotated[int, Option(
+            DISTANCE_HELP.format("TUPE-R"), minimum=1, hint="TUPE-R uses 128.",
+            metavar="N")] = 128,
+    ) -> None:
+        super().__init__(num_heads=num_heads, head_dim=head_dim, max_positions=max_positions,
+                         tupe_max_len=tupe_max_len, tupe_reset_first=tupe_reset_first)
+        self.rel = T5(num_heads=num_heads, causal=causal, t5_num_buckets=tupe_r_num_buckets,
+                      t5_max_distance=tupe_r_max_distance)
 
     def terms(self) -> tuple[PositionEncoding, ...]:
         """Without the reset: the low-rank term and the bucketed distance bias, a term of

@@ -40,24 +40,19 @@ default (``init_std``).
 
 from __future__ import annotations
 
-import argparse
 import math
-from typing import Any, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily, PositionContext, PositionKind, Window
+from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import distance_range
-from .base import (
-    DistanceRows,
-    PositionEncoding,
-    clipped_distance_index,
-    init_scalar_table,
-    layers_with_encoding,
-)
-from .flags import Flag
+from .base import PositionEncoding, init_scalar_table, layers_with_encoding
+from .kinds import ContentBias
+from .options import Option
+from .terms import DistanceRows, clipped_distance_index
 from .registry import register_encoding
 
 
@@ -83,20 +78,24 @@ class XLQueryBiases(nn.Module):
 
 
 @register_encoding
-class TransformerXL(PositionEncoding):
+class TransformerXL(ContentBias):
     name = "xl"
-    kind = PositionKind.CONTENT_BIAS
     fused_kernel = FusedKernel(KernelFamily.ROWS)
-    flags = (
-        Flag("--xl-untie-r", "xl: one pair of query biases u, v per layer (XLNet's untie_r; "
-             "default: one pair per stack, as Transformer-XL)"),
-        Flag("--xl-clamp-len", "xl: clip relative distances to [-K, K] (Transformer-XL's "
-             "clamp_len; default: no clip)", default=None, type=int, metavar="K", minimum=1),
-    )
 
-    def __init__(self, num_heads: int, head_dim: int, causal: bool, clamp: Optional[int],
-                 biases: Optional[XLQueryBiases] = None) -> None:
+    def __init__(
+        self, *, num_heads: int, head_dim: int, causal: bool,
+        xl_untie_r: Annotated[bool, Option(
+            "one pair of query biases u, v per layer (XLNet's untie_r; default: one pair per "
+            "stack, as Transformer-XL)")] = False,
+        xl_clamp_len: Annotated[Optional[int], Option(
+            "clip relative distances to [-K, K] (Transformer-XL's clamp_len; default: no "
+            "clip)", minimum=1, metavar="K")] = None,
+        biases: Optional[XLQueryBiases] = None,
+    ) -> None:
+        """``biases``: the stack's shared ``u``, ``v`` (:meth:`build_stack`), else a pair
+        of this layer's own."""
         super().__init__()
+        clamp = xl_clamp_len
         dim = num_heads * head_dim
         if dim % 2:
             raise ValueError(f"--pos-encoding xl needs an even model dimension, got {dim}")
@@ -106,18 +105,14 @@ class TransformerXL(PositionEncoding):
         self.biases = biases if biases is not None else XLQueryBiases(num_heads, head_dim)
 
     @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions,
-              biases: Optional[XLQueryBiases] = None) -> "TransformerXL":
-        return cls(num_heads, head_dim, causal, args.xl_clamp_len, biases)
-
-    @classmethod
-    def build_stack(cls, args: argparse.Namespace, num_layers: int,
-                    **kwargs: Any) -> list[Optional[PositionEncoding]]:
-        """W_R per layer; u, v shared by the stack's layers unless ``--xl-untie-r``."""
-        used = layers_with_encoding(args, cls, num_layers)
-        shared = None if args.xl_untie_r else XLQueryBiases(kwargs["num_heads"],
-                                                             kwargs["head_dim"])
-        return [cls.build(args, biases=shared, **kwargs) if used_here else None
+    def build_stack(cls, values: Mapping[str, Any], num_layers: int,
+                    pos_layers: Optional[str] = None,
+                    **structural: Any) -> list[Optional[PositionEncoding]]:
+        """W_R per layer; u, v shared by the stack's layers unless ``xl_untie_r``."""
+        used = layers_with_encoding(pos_layers, cls, num_layers)
+        shared = None if values["xl_untie_r"] else XLQueryBiases(structural["num_heads"],
+                                                                 structural["head_dim"])
+        return [cls.build({**values, "biases": shared}, **structural) if used_here else None
                 for used_here in used]
 
     def _unmasked(self, q_len: int, k_len: int, q_offset: int,

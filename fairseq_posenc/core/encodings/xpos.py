@@ -49,14 +49,13 @@ leaves the decay as trained (:mod:`fairseq_posenc.core.rope_scaling`).
 
 from __future__ import annotations
 
-import argparse
-from typing import Literal, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 from torch import Tensor
 
 from ..rope_scaling import RopeScaling
-from .flags import Flag
+from .options import Option
 from .registry import register_encoding
 from .rope import Rope
 
@@ -67,32 +66,25 @@ ROTATION_BASE = 10000.0
 @register_encoding
 class XPos(Rope):
     name = "xpos"
-    flags = (Flag("--xpos-scale-base", "xpos: gamma, the decay's scale: query and key "
-                  "pairs scaled by zeta^(n/gamma) and zeta^(-m/gamma) (default 512)",
-                  default=512.0, type=float, metavar="G"),)
 
-    def __init__(self, head_dim: int, scale_base: float = 512.0, *, causal: bool,
-                 kernel: Literal["auto", "fused", "complex"] = "auto",
-                 scaling: Optional[RopeScaling] = None) -> None:
+    def __init__(self, *, head_dim: int, causal: bool,
+                 rope_scaling: Optional[RopeScaling] = None,
+                 xpos_scale_base: Annotated[float, Option(
+                     "gamma, the decay's scale: query and key pairs scaled by zeta^(n/gamma) "
+                     "and zeta^(-m/gamma) (default 512)", metavar="G")] = 512.0) -> None:
         """``causal``: the decoder's origin is its first position, the encoder's the
         middle of each call's positions (module docstring)."""
-        super().__init__(head_dim, ROTATION_BASE, kernel, scaling)
-        self.scale_base = scale_base
+        super().__init__(head_dim=head_dim, rope_scaling=rope_scaling, rope_base=ROTATION_BASE)
+        self.scale_base = xpos_scale_base
         self.causal = causal
         zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + 0.4) / 1.4
         self.log_zeta = zeta.log()  # float64 on the CPU, as RoPE's frequencies
 
     @classmethod
-    def check_args(cls, args: argparse.Namespace) -> None:
-        super(Rope, cls).check_args(args)  # the flags' own checks; RoPE's base is not read
-        if not args.xpos_scale_base > 0:
-            raise ValueError(f"--xpos-scale-base must be positive, got {args.xpos_scale_base}"
-                             ". The paper uses 512.")
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions) -> "XPos":
-        return cls(head_dim, args.xpos_scale_base, causal=causal,
-                   scaling=RopeScaling.from_args(args))
+    def check_options(cls, values: Mapping[str, Any]) -> None:
+        if not values["xpos_scale_base"] > 0:
+            raise ValueError(f"--xpos-scale-base must be positive, got "
+                             f"{values['xpos_scale_base']}. The paper uses 512.")
 
     def _origin(self, end: int) -> int:
         return 0 if self.causal else (end - 1) // 2

@@ -168,7 +168,7 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
     that override what the comparison decides or relies on (see the module docstring)."""
     from fairseq import options
 
-    from ...plugin.models import configure_positions
+    from ...plugin.position_args import configure_positions
     from .data import Corpus
     from .plan import Run, train_args
 

@@ -15,7 +15,7 @@ the report: adding one to a rerun translates only it.
 
 :func:`check` refuses, before any training: a malformed or duplicate variant, one of an
 encoding not compared, flags that ``posenc-compare`` sets itself, training flags of an
-encoding (another encoding's get :func:`fairseq_posenc.plugin.models.check_foreign_flags`'
+encoding (another encoding's get :func:`fairseq_posenc.plugin.position_args.check_foreign_flags`'
 message), flags that ``fairseq-generate`` does not take, any other flag than the plugin's
 ``--rope-scaling`` options (:func:`.fairseq_flags.variant_flags` says why: every row is
 decoded and scored alike), and a ``--rope-scaling`` the encoding's checkpoints would
@@ -95,14 +95,14 @@ def _check_flags(variant: Variant, settings: Settings) -> None:
     """ValueError where the encoding's checkpoints would refuse ``variant``'s flags."""
     from ...plugin.build import model_args
     from ...core.encodings import ENCODINGS
-    from ...plugin.models import check_foreign_flags
+    from ...plugin.position_args import check_foreign_flags
     from ...plugin.translation_scaling import requested_scaling, set_on_model_config
 
     reserved = [f for f in variant.flags if f.split("=")[0] in RESERVED]
     if reserved:
         raise ValueError(f"{', '.join(reserved)}: posenc-compare sets it for every "
                          "translation; a variant adds other flags")
-    model_flags = {flag.option for e in ENCODINGS.values() for flag in e.flags}
+    model_flags = {option.flag for e in ENCODINGS.values() for option in e.options}
     given = [f for f in variant.flags if f.split("=")[0] in model_flags]
     model = model_args(arch(settings, variant.encoding), settings.fairseq_train_flags())
     if given:

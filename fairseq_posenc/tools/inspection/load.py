@@ -18,7 +18,7 @@ Decisions:
   (``_extra_state``, see ``checkpoint.py``) and the arguments a ``transformer_posenc``
   architecture; anything else is a clear ``SystemExit``, never a traceback.
 * The saved arguments go through the architecture function again (fairseq does the same on
-  load) and :func:`~fairseq_posenc.plugin.models.fill_position_defaults`, so a checkpoint written
+  load) and :func:`~fairseq_posenc.plugin.position_args.fill_position_defaults`, so a checkpoint written
   before a flag existed still builds.
 """
 
@@ -37,7 +37,8 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 from ... import register
 from ...plugin.checkpoint import DamagedCheckpoint, decode_tag, load
-from ...plugin.models import PosencTransformerModel, fill_position_defaults
+from ...plugin.models import PosencTransformerModel
+from ...plugin.position_args import fill_position_defaults
 
 #: Says what a fairseq-posenc checkpoint is, for every "not one of ours" error.
 WHAT_WE_READ = ("posenc-inspect reads the checkpoint_best.pt / checkpoint_last.pt that "

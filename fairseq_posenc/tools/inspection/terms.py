@@ -5,7 +5,7 @@ For every stack (encoder, decoder) the self-attention layers' terms are collecte
 (:func:`stack_terms`; a module shared by several layers is one entry, with its layers) and
 each term is read according to its declared :class:`~fairseq_posenc.core.context.PositionKind`:
 
-* ``DISTANCE_BIAS`` / ``DISTANCE_SCALE`` -- :meth:`RelativeScalarBias.expanded` for one
+* ``DISTANCE_BIAS`` / ``DISTANCE_SCALE`` -- :meth:`DistanceBias.expanded` for one
   query at position ``D`` over keys ``0..2D`` (causal: ``0..D``): the bias (or factor) of
   every distance ``-D..D``, exactly the row the attention adds; AT5's soft buckets
   ``f_h(r)`` from :meth:`SoftBucketBias.soft_bucket`.
@@ -43,9 +43,10 @@ import torch
 from fairseq.modules import LearnedPositionalEmbedding
 from torch import Tensor, nn
 
-from ...core.context import PositionContext, PositionKind
+from ...core.context import PositionContext
 from ...core.encodings.at5 import SoftBucketBias
-from ...core.encodings.base import RelativeScalarBias, low_rank_bias
+from ...core.encodings.kinds import DistanceBias, PositionKind
+from ...core.encodings.terms import low_rank_bias
 from ...core.encodings.cope import CoPE
 from ...core.encodings.shaw import Shaw
 from ...core.encodings.xl import TransformerXL
@@ -119,7 +120,7 @@ def labels(n: int) -> list[str]:
 def distance_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> list[Picture]:
     d, k_len, x = distance_probe(stack, limits)
     term = group[0].term
-    assert isinstance(term, RelativeScalarBias)
+    assert isinstance(term, DistanceBias)
     factor = term.kind is K.DISTANCE_SCALE
     pictures = [curve_picture(
         stack, group, "factor" if factor else "bias", x,

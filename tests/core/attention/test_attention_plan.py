@@ -13,7 +13,7 @@ from fairseq_posenc.core.context import TRITON_FAMILIES, KernelFamily, PositionS
 from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
 from fairseq_posenc.core.attention_plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.core.segments import SegmentAttention
-from tests.support.model_utils import encoding_args
+from tests.support.model_utils import encoding_values
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -25,7 +25,7 @@ def positions(encoding: str, causal: bool, **flags) -> AttachedPositions:
     cls = get_encoding(encoding)
     if cls.at_input:
         return AttachedPositions.of(None, PositionScope())
-    layer = cls.build_stack(encoding_args(**flags), 1, num_heads=2, head_dim=8,
+    layer = cls.build_stack(cls.option_values(flags), 1, num_heads=2, head_dim=8,
                             causal=causal, max_positions=64)[0]
     return AttachedPositions.of(layer, PositionScope())
 

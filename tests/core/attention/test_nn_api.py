@@ -25,7 +25,7 @@ import fairseq_posenc.nn as posenc
 from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.context import PositionScope
 from fairseq_posenc.core.encodings.t5 import T5
-from fairseq_posenc.plugin.models import add_position_args
+from fairseq_posenc.plugin.position_args import add_position_args
 from tests.support.model_utils import ATTENTION_ENCODINGS, INPUT_ENCODINGS
 from tests.support.naive import TOL, naive_attention, naive_rope, naive_sinusoid, naive_t5_bucket
 
@@ -173,7 +173,7 @@ def test_wrong_options_are_errors_that_name_the_valid_ones():
         posenc.PositionalSelfAttention(D, H, "t5", causal=False, shaw_clip=4)
     with pytest.raises(TypeError, match="no option 't5_buckets'.*t5_max_distance=128"):
         posenc.PositionalSelfAttention(D, H, "t5", causal=False, t5_buckets=4)
-    with pytest.raises(ValueError, match="--shaw-clip must be a positive integer"):
+    with pytest.raises(ValueError, match="shaw_clip must be a positive integer"):
         posenc.PositionalSelfAttention(D, H, "shaw", causal=False, shaw_clip=0)
     with pytest.raises(ValueError, match="diet_rel_sharing must be one of 'none', 'layer'"):
         posenc.PositionalSelfAttention(D, H, "diet_rel", causal=False, diet_rel_sharing="x")

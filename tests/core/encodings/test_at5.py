@@ -16,7 +16,7 @@ from fairseq_posenc.core.encodings import PositionContext
 from fairseq_posenc.core.encodings import get_encoding
 from tests.support.batches import random_source
 from tests.support.counting import count_distance_tables
-from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.model_utils import build_attention, build_model, encoding_values
 from tests.support.naive import clip, naive_attention, run
 
 TOL = 1e-9
@@ -94,7 +94,7 @@ def test_at5_bias_is_not_flat():
                                          ({"at5_slope_min": 2.0, "at5_slope_max": 3.0}, 2.0, 3.0)])
 def test_at5_initialisation(flags, lo, hi):
     torch.manual_seed(0)
-    enc = get_encoding("at5").build(encoding_args(**flags), num_heads=64, head_dim=4,
+    enc = get_encoding("at5").build(encoding_values("at5", **flags), num_heads=64, head_dim=4,
                                     causal=False, max_positions=256)
     for slope in (enc.alpha, enc.beta):
         assert lo <= float(slope.min()) and float(slope.max()) <= hi
@@ -109,7 +109,7 @@ def test_at5_initialisation(flags, lo, hi):
 
 def test_at5_nob_initialisation():
     torch.manual_seed(0)
-    enc = get_encoding("at5_nob").build(encoding_args(), num_heads=4, head_dim=4,
+    enc = get_encoding("at5_nob").build(encoding_values("at5_nob"), num_heads=4, head_dim=4,
                                         causal=False, max_positions=50)
     assert enc.table.shape == (4, 99)
     assert 0 <= float(enc.table.min()) and float(enc.table.max()) < 1  # U[0, 1), the authors'

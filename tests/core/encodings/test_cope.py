@@ -16,7 +16,7 @@ import torch
 from fairseq_posenc.core.context import PositionContext
 from fairseq_posenc.core.encodings.cope import CoPE
 from tests.support.gradients import gradcheck_with_parameters
-from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.model_utils import build_attention, build_model, encoding_values
 from tests.support.naive import TOL, fairseq_padding, heads, naive_attention, run, run_steps
 
 T, B = 8, 2
@@ -136,7 +136,7 @@ def test_one_table_per_layer_or_per_stack(flags, per_stack):
 
 def test_defaults_are_the_authors():
     """A zero table of d_h x (max positions + 1) per layer, shared by the heads."""
-    enc = CoPE.build(encoding_args(), num_heads=8, head_dim=64, causal=True,
+    enc = CoPE.build(encoding_values("cope"), num_heads=8, head_dim=64, causal=True,
                      max_positions=1024)
     assert enc.pos_emb.shape == (64, 1025) and not enc.pos_emb.any()
 

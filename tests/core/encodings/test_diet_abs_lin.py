@@ -11,7 +11,7 @@ from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.encodings import PositionScope
 from fairseq_posenc.core.encodings.diet_abs import DietAbs
 from fairseq_posenc.core.encodings.diet_abs_lin import DietAbsLin
-from tests.support.model_utils import build_model, encoding_args
+from tests.support.model_utils import build_model, encoding_values
 
 TOL = 1e-9
 
@@ -20,8 +20,8 @@ def lin_attention(k: int, rank: int, max_len: int = 12, embed_dim: int = 8, head
     torch.manual_seed(0)
     attn = PositionalMultiheadAttention(embed_dim, heads)
     [enc] = DietAbsLin.build_stack(
-        encoding_args(diet_abs_lin_k=k, diet_abs_lin_rank=rank), 1, num_heads=heads,
-        head_dim=embed_dim // heads, causal=False, max_positions=max_len)
+        encoding_values("diet_abs_lin", diet_abs_lin_k=k, diet_abs_lin_rank=rank), 1,
+        num_heads=heads, head_dim=embed_dim // heads, causal=False, max_positions=max_len)
     with torch.no_grad():
         for p in [*enc.parameters(), *attn.parameters()]:
             p.normal_(0.0, 0.7)

@@ -13,7 +13,7 @@ import torch
 from fairseq_posenc.core.context import PositionContext
 from fairseq_posenc.core.encodings.fire import Fire
 from tests.support.gradients import gradcheck_with_parameters
-from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.model_utils import build_attention, build_model, encoding_values
 from tests.support.naive import TOL, fairseq_padding, naive_attention, run, run_steps
 
 T, B = 9, 2
@@ -112,7 +112,7 @@ def test_one_module_per_layer_or_per_stack(flags, modules):
 
 
 def test_defaults_are_the_papers():
-    enc = Fire.build(encoding_args(), num_heads=8, head_dim=64, causal=True,
+    enc = Fire.build(encoding_values("fire"), num_heads=8, head_dim=64, causal=True,
                      max_positions=1024)
     assert enc.mlp[0].out_features == 32 and enc.mlp[2].out_features == 8
     assert float(enc.c) == pytest.approx(0.1) and float(enc.threshold()) == 512.0

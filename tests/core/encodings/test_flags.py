@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.make_flag_snapshot import flag_table
 from fairseq_posenc.core.encodings import ENCODINGS
-from fairseq_posenc.core.encodings.flags import Flag
+from fairseq_posenc.core.encodings.options import Declared
 from tests.support.model_utils import build_model
 
 SNAPSHOT = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "position_flags.json"
@@ -52,10 +52,10 @@ def test_flags_are_the_snapshot():
         assert now == before
 
 
-def test_every_encoding_declares_its_flags_as_specs():
+def test_every_encoding_declares_its_options_in_its_constructor():
     for name, cls in ENCODINGS.items():
-        assert all(isinstance(flag, Flag) for flag in cls.flags), name
-        assert len({flag.option for flag in cls.flags}) == len(cls.flags), name
+        assert all(isinstance(option, Declared) for option in cls.options), name
+        assert len({option.name for option in cls.options}) == len(cls.options), name
 
 
 @pytest.mark.parametrize("option,value,message", [

@@ -12,7 +12,7 @@ import torch
 
 from fairseq_posenc.core.encodings import PositionContext, get_encoding
 from tests.support.batches import random_source
-from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.model_utils import build_attention, build_model, encoding_values
 from tests.support.naive import TOL, naive_attention, run
 
 
@@ -48,7 +48,7 @@ def test_huang3_attention(causal, clip_k):
 @pytest.mark.parametrize("causal", [False, True])
 def test_huang3_starts_as_standard_attention(causal):
     """a starts at 1 (docs/conventions.md: multiplicative methods start from plain attention)."""
-    enc = get_encoding("huang3").build(encoding_args(), num_heads=2, head_dim=4, causal=causal,
+    enc = get_encoding("huang3").build(encoding_values("huang3"), num_heads=2, head_dim=4, causal=causal,
                                        max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())
     attn = build_attention("huang3", causal=causal)

@@ -83,9 +83,9 @@ def test_huang4_attention(causal, clip):
 def test_huang_factors_start_at_one(encoding):
     """Multiplicative methods start from plain attention (docs/conventions.md: start a at 1)."""
     from fairseq_posenc.core.encodings import get_encoding
-    from tests.support.model_utils import encoding_args
+    from tests.support.model_utils import encoding_values
 
-    enc = get_encoding(encoding).build(encoding_args(), num_heads=2, head_dim=4, causal=False,
+    enc = get_encoding(encoding).build(encoding_values(encoding), num_heads=2, head_dim=4, causal=False,
                                        max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())
 
@@ -94,7 +94,7 @@ def test_distance_rows_of_one_query_are_the_sum_written_out():
     """:meth:`DistanceRows.one_query_logits` (a decoding step of Transformer-XL or Huang
     et al.'s method 4) against ``q_c.k_j + x_q.A_q[:, r] + x_k[j].A_k[:, r]``,
     ``r = j - q_offset - r_lo``, summed in loops; tables wider than the keys need."""
-    from fairseq_posenc.core.encodings.base import DistanceRows
+    from fairseq_posenc.core.encodings.terms import DistanceRows
 
     g = torch.Generator().manual_seed(0)
     batch, heads, keys, dim, r_lo = 2, 3, 5, 4, -6

@@ -108,7 +108,7 @@ def test_kerple_initialisation_is_the_authors(encoding, r1_top, r2_top):
     power (chijames/KERPLE: ``bias_p`` from U(0, 2), ``bias_a`` from U(0, 1))."""
     from fairseq_posenc.core.encodings import get_encoding
     torch.manual_seed(0)
-    term = get_encoding(encoding)(4096)
+    term = get_encoding(encoding)(num_heads=4096)
     for values, top in ((term.r1, r1_top), (term.r2, r2_top)):
         assert 0 <= values.min() and values.max() <= top
         assert abs(values.mean().item() - top / 2) < 0.02 * top
@@ -129,7 +129,8 @@ def test_half_precision_parameters_give_a_finite_float32_table(encoding):
     """|r|^2 at r = 1023 is past half precision's range: the table is float32."""
     from fairseq_posenc.core.encodings import get_encoding
     cls = get_encoding(encoding)
-    term = (cls(8, 128) if encoding == "sandwich" else cls(8)).half()
+    term = (cls(num_heads=8, sandwich_dim=128) if encoding == "sandwich"
+            else cls(num_heads=8)).half()
     if encoding == "kerple_power":
         with torch.no_grad():
             term.r2.fill_(2.0)

@@ -18,7 +18,7 @@ from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
 from fairseq_posenc.core.positions import real_positions
 from fairseq_posenc.core.random_positions import draw_positions
 from tests.support.batches import random_source
-from tests.support.model_utils import build_attention, build_model, encoding_args
+from tests.support.model_utils import build_attention, build_model, encoding_values
 from tests.support.naive import (TOL, clip, heads, naive_attention, naive_rope,
                                  naive_sinusoid, naive_t5_bucket)
 
@@ -243,7 +243,7 @@ def test_input_embeddings_at_drawn_positions(encoding):
 
 #: every encoding the option applies to
 TAKING = sorted(name for name, cls in ENCODINGS.items()
-                if cls.random_positions_refusal(encoding_args()) is None)
+                if cls.random_positions_refusal(cls.option_values({})) is None)
 
 
 @pytest.mark.parametrize("encoding", TAKING)
@@ -319,4 +319,4 @@ def test_refusals_are_declared():
     assert {name for name in ENCODINGS if name not in TAKING} == {
         "none", "shape", "diet_abs_lin", "fire", "cope"}
     assert get_encoding("tupe_r").random_positions_refusal(
-        encoding_args(tupe_reset_first=True)) is not None
+        encoding_values("tupe_r", tupe_reset_first=True)) is not None

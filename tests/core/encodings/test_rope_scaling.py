@@ -55,8 +55,8 @@ def rotated(kind: str, s: float, length: int = 300, base: float = 10000.0):
 
 
 def flags(kind: str, s: float, length=None) -> dict:
-    return {"rope_scaling": kind, "rope_scaling_factor": s,
-            "rope_scaling_original_len": length}
+    """What the plugin's tasks give a stack's build: the structural ``rope_scaling``."""
+    return {"rope_scaling": RopeScaling(kind, s, length)}
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -88,7 +88,7 @@ def test_yarn_frequencies_pair_by_pair():
 
 
 def test_factor_one_is_the_trained_model():
-    plain = Rope(16, 10000.0).theta
+    plain = Rope(head_dim=16).theta
     for kind, length in (("linear", None), ("ntk", None), ("yarn", 64)):
         scaling = RopeScaling(kind, 1.0, length)
         assert torch.allclose(scaling.frequencies(16, 10000.0), plain, rtol=0, atol=1e-15)
@@ -196,4 +196,4 @@ def test_what_the_checkpoint_decides_is_checked_before_the_model_is_built(
 def test_without_scaling_the_model_is_the_trained_one():
     model = loaded({}, checkpoint_args("rope", train_max_len=24))
     rope = next(m for m in model.modules() if isinstance(m, Rope))
-    assert rope.scaling is None and torch.equal(rope.theta, Rope(32, 10000.0).theta)
+    assert rope.scaling is None and torch.equal(rope.theta, Rope(head_dim=32).theta)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-import fairseq_posenc.core.encodings.base as base
+import fairseq_posenc.core.encodings.terms as shared_terms
 import fairseq_posenc.core.encodings.tupe as tupe
 from fairseq_posenc.core.encodings.t5 import T5
 from tests.support.batches import random_source
@@ -78,8 +78,10 @@ def naive_tupe(attn, x, causal, padding, position, term):
 def test_tupe_attention_against_naive_loop(encoding, causal, reset):
     """Encoder: row 1 is left-padded, so its i-th real token has position i - PAD.
     Decoder: row 1 is right-padded (as fairseq batches targets); positions are indices."""
+    buckets = ({"tupe_r_num_buckets": BUCKETS, "tupe_r_max_distance": MAX_DISTANCE}
+               if encoding == "tupe_r" else {})
     attn = build_attention(encoding, causal=causal, max_positions=9, tupe_reset_first=reset,
-                           tupe_r_num_buckets=BUCKETS, tupe_r_max_distance=MAX_DISTANCE)
+                           **buckets)
     enc = attn.encoding
     assert (enc.theta is not None) == reset
     x = torch.randn(T, B, 8, dtype=torch.float64)
@@ -142,7 +144,8 @@ def test_official_initialisation_and_sharing(encoding):
     """guolinke/TUPE applies BERT's init_bert_params to the whole model: tables and linear
     weights N(0, 0.02), linear biases 0, LayerNorm (1, 0)."""
     torch.manual_seed(0)
-    fresh = tupe.TupeR(8, 64, 512, True, 32, 128, True)  # BERT-base-like sizes
+    fresh = tupe.TupeR(num_heads=8, head_dim=64, causal=False, max_positions=512,
+                       tupe_reset_first=True)  # BERT-base-like sizes
     assert torch.equal(fresh.pos_ln.weight, torch.ones(512))
     assert torch.equal(fresh.pos_ln.bias, torch.zeros(512))
     for lin in (fresh.u_q, fresh.u_k):
@@ -169,7 +172,7 @@ def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
     and a few times over 40 steps."""
     model, d = build_model(encoding)
     terms, reads = [], []
-    original_term, original_read = tupe.TupeA.projections, base.gather_absolute_pairs
+    original_term, original_read = tupe.TupeA.projections, shared_terms.gather_absolute_pairs
 
     def counting_term(self, n):
         terms.append(n)
@@ -180,7 +183,7 @@ def test_positional_term_once_per_forward_and_window(encoding, monkeypatch):
         return original_read(*args)
 
     monkeypatch.setattr(tupe.TupeA, "projections", counting_term)
-    monkeypatch.setattr(base, "gather_absolute_pairs", counting_read)
+    monkeypatch.setattr(shared_terms, "gather_absolute_pairs", counting_read)
     matmuls = []  # the only 3-D matmul is (p~ U_Q)(p~ U_K)^T; attention's are 4-D
     matmul = torch.matmul
     monkeypatch.setattr(torch, "matmul", lambda a, b: (a.dim() == 3 and matmuls.append(a.shape))

@@ -123,7 +123,7 @@ def test_auto_rotates_a_decoding_step_by_one_matrix(monkeypatch):
     monkeypatch.setattr(kernels, "auto_fuses", lambda *args: True)
     monkeypatch.setattr(rotary, "rotate", lambda *a: calls.append(a[0].size(2)) or
                         rotate_pairs(*a))
-    rope = Rope(head_dim=16, base=10000.0)
+    rope = Rope(head_dim=16, rope_base=10000.0)
     x = torch.randn(2, 3, 7, 16)
     full, _ = rope.rotate_qk(x, x, 0, PositionContext())
     step, _ = rope.rotate_qk(x[:, :, 6:], x[:, :, 6:], 6, PositionContext(incremental=True))
