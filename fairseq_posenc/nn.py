@@ -15,14 +15,9 @@ plugin's, on CPU or GPU.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
   ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
 * :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
-* Your own encoding: a class derived from a kind -- :class:`DistanceBias` (``distance_bias``:
-  a per-head bias by signed distance ``j - i``, which gets the fused distance kernel),
-  :class:`PairBias` (``pair_bias``: a bias per pair of positions) or :class:`Rotation`
-  (``rotate_qk``) -- with a ``name``, its options as its constructor's keyword arguments
-  (:class:`Option` for their help and minimum), and :func:`register_encoding` as its
-  decorator; then every layer here, the fairseq plugin and ``posenc-compare`` take its name
-  (``docs/adding-an-encoding.md``), and :func:`fairseq_posenc.testing.check_encoding`
-  checks it.
+* Your own encoding: a class of a kind (:class:`DistanceBias`, :class:`PairBias`,
+  :class:`Rotation`), its options as keyword arguments, :func:`register_encoding` as its
+  decorator (``docs/adding-an-encoding.md``).
 
 Wrong arguments (sizes, shapes, a float padding mask, a cache of another batch) are a
 ``TypeError`` or ``ValueError`` that names them, before any work:

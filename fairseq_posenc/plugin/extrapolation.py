@@ -31,6 +31,7 @@ from fairseq.tasks import register_task
 
 from ..core.encodings import get_encoding
 from .translation_scaling import RopeScalingConfig, RopeScalingTask
+from .position_args import encoding_values
 
 
 @dataclass
@@ -72,11 +73,12 @@ class LengthLimits:
 def length_limits(model_args: argparse.Namespace) -> LengthLimits:
     """From a checkpoint's model configuration (``cfg["model"]``, or its ``args``)."""
     encoding = get_encoding(model_args.pos_encoding)
+    values = encoding_values(model_args, encoding)
 
     def limit(positions_flag: str, positions: int) -> tuple[int, str]:
-        table = encoding.max_length(model_args, positions)
+        table = encoding.max_length(values, positions)
         if table is not None and table < positions:
-            return table, encoding.max_length_flag(model_args) or positions_flag
+            return table, encoding.max_length_flag(values) or positions_flag
         return positions, positions_flag
 
     source, source_flag = limit("--max-source-positions", model_args.max_source_positions)
