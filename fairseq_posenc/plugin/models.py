@@ -48,8 +48,8 @@ from ..core.context import PositionContext, PositionScope
 from ..core.encodings import ENCODINGS, get_encoding
 from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
 from ..core.encodings.registry import flag_owners
+from ..core.kernel_choice import KERNEL_CHOICES, choose_kernels
 from .input_positions import InputPositions
-from ..nn import KERNEL_CHOICES, choose_kernels
 from ..core.random_positions import add_random_positions_arg, check_random_positions
 from ..core.segments import (
     SegmentAttention,
