@@ -41,16 +41,13 @@ from .core.encodings.base import PositionEncoding
 from .core.encodings.kinds import DistanceBias, InputEmbedding, PairBias, Rotation
 from .core.encodings.options import Option
 from .core.encodings.registry import register_encoding
-from .core.encodings.rope import Rope
+from .core.kernel_choice import choose_kernels  # re-exported (__all__)
 from .core.positions import real_positions
 
 __all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "Option", "PairBias",
            "PositionContext", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
            "Rotation", "choose_kernels", "encoding_names", "encoding_options",
            "register_encoding"]
-
-#: ``--pos-kernels``: the kernels' choice for each module that has one (:func:`choose_kernels`).
-KERNEL_CHOICES = ("auto", "torch")
 
 
 def encoding_names(input_level: Optional[bool] = None) -> list[str]:
@@ -341,17 +338,3 @@ class PositionEmbedding(nn.Module):
         if padding_mask is not None:
             rows = rows.masked_fill(padding_mask[..., None], 0.0)
         return rows.to(x.dtype)
-
-
-def choose_kernels(model: nn.Module, choice: str) -> None:
-    """``--pos-kernels``: ``"auto"``, each attention's ``distance_kernel`` and each RoPE's
-    ``kernel`` picks the Triton kernel where it applies and was verified; ``"torch"``,
-    the float mask (or the explicit path) and the complex product everywhere."""
-    if choice not in KERNEL_CHOICES:
-        raise ValueError(f"--pos-kernels must be one of {', '.join(KERNEL_CHOICES)}, "
-                         f"got {choice!r}")
-    for module in model.modules():
-        if isinstance(module, PositionalAttentionCore):
-            module.distance_kernel = "auto" if choice == "auto" else "bias"
-        elif isinstance(module, Rope):
-            module.kernel = "auto" if choice == "auto" else "complex"

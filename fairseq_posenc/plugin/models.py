@@ -48,7 +48,7 @@ from ..core.context import PositionContext, PositionScope
 from ..core.encodings import get_encoding
 from ..core.encodings.base import PositionEncoding
 from .input_positions import InputPositions
-from ..nn import choose_kernels
+from ..core.kernel_choice import choose_kernels
 from ..core.segments import SegmentAttention, segment_embedding, segment_ids
 from .position_args import (
     add_position_args,

@@ -25,7 +25,7 @@ from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
 from ..core.encodings.options import Declared
 from ..core.encodings.registry import option_owners
 from ..core.random_positions import FLAG as RANDOM_POSITIONS
-from ..nn import KERNEL_CHOICES
+from ..core.kernel_choice import KERNEL_CHOICES
 
 DEFAULT_ENCODING = "sinusoidal"
 #: ``--num-segments``: at least one segment.

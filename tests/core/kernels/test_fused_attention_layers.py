@@ -134,7 +134,7 @@ def test_pos_kernels_flag(choice, expected, monkeypatch):
     """``--pos-kernels torch`` keeps every layer on torch's path where ``"auto"`` would
     fuse (forced here: CUDA in half precision); an unknown choice is refused."""
     import fairseq_posenc.core.kernels as package_kernels
-    from fairseq_posenc.plugin.models import choose_kernels
+    from fairseq_posenc.core.kernel_choice import choose_kernels
     from tests.support.batches import random_source
 
     monkeypatch.setattr(package_kernels, "auto_fuses", lambda *args: True)
