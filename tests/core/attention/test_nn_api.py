@@ -4,7 +4,9 @@
   padding included, and against the plugin's fairseq layer given the same weights and
   encoding module, for every attention-level encoding, both stacks;
 - incremental decoding through a two-layer stack and one :class:`DecodingCache` against
-  the full forward, with beam search's reordering and with a prefix fed at once;
+  the full forward, with beam search's reordering and with a prefix fed at once, and
+  padding against each sequence alone: ``fairseq_posenc.testing.check_encoding``, run for
+  every encoding by ``tests/test_testing.py``;
 - the options: every default is the plugin's flag default (its parser's), unknown
   options and those of another encoding are errors that name the valid ones;
 - stacks share an encoding as the plugin's do (T5: one table per stack, computed once
@@ -109,42 +111,6 @@ def run(blocks, x, cache=None):
     for attn in blocks:
         x = x + attn(x, cache=cache)
     return x
-
-
-@pytest.mark.parametrize("encoding", ATTENTION_ENCODINGS)
-def test_incremental_equals_full_forward_with_beam_reordering(encoding):
-    stack, blocks = decoder(encoding)
-    bsz, beam = 2, 3
-    g = torch.Generator().manual_seed(1)
-    prefix = torch.randn(bsz * beam, 1, D, dtype=torch.float64, generator=g)
-    cache = posenc.DecodingCache()
-    with torch.no_grad():
-        for t in range(9):
-            step = run(blocks, prefix[:, -1:], cache)[:, -1]
-            with stack.context():
-                full = run(blocks, prefix)[:, -1]
-            assert (step - full).abs().max() < 1e-9, f"step {t}"
-            assert len(cache) == t + 1
-            order = torch.cat([s * beam + torch.randint(0, beam, (beam,), generator=g)
-                               for s in range(bsz)])
-            cache.reorder(order)
-            prefix = prefix[order]
-            nxt = torch.randn(bsz * beam, 1, D, dtype=torch.float64, generator=g)
-            prefix = torch.cat([prefix, nxt], 1)
-
-
-@pytest.mark.parametrize("encoding", ["t5", "shaw", "rope", "tupe_r", "xl", "alibi", "cope"])
-def test_a_prefix_fed_at_once_then_steps(encoding):
-    """The cache takes several positions per call (causal among themselves, after the
-    cached ones)."""
-    _, blocks = decoder(encoding)
-    x = torch.randn(3, 8, D, dtype=torch.float64)
-    cache = posenc.DecodingCache()
-    with torch.no_grad():
-        full = run(blocks, x)
-        parts = [run(blocks, x[:, :3], cache), run(blocks, x[:, 3:4], cache),
-                 run(blocks, x[:, 4:], cache)]
-    assert (torch.cat(parts, 1) - full).abs().max() < 1e-9
 
 
 def plugin_defaults() -> argparse.Namespace:
