@@ -40,7 +40,7 @@ from .core.encodings import ENCODINGS
 from .core.encodings.base import PositionEncoding
 from .core.encodings.kinds import DistanceBias, InputEmbedding, PairBias, Rotation
 from .core.encodings.options import Option
-from .core.encodings.registry import register_encoding
+from .core.encodings.registry import option_values, register_encoding
 from .core.kernel_choice import choose_kernels  # re-exported (__all__)
 from .core.positions import real_positions
 
@@ -75,7 +75,7 @@ def _option_values(cls: type[PositionEncoding], options: dict[str, Any]) -> dict
     """Every option of ``cls`` at its default but those in ``options``, each checked and
     named by its Python name; an option that is not the encoding's is a ``TypeError`` that
     names the encoding it belongs to, if any, and the valid ones."""
-    return cls.option_values(options, labels=lambda option: option.name)
+    return option_values(cls, options, labels=lambda option: option.name)
 
 
 class PositionStack:

@@ -18,30 +18,25 @@ import torch
 from torch import Tensor, nn
 
 import fairseq_posenc.testing as testing
-from fairseq_posenc.core.context import PositionContext, PositionKind
-from fairseq_posenc.core.encodings import ENCODINGS, PositionEncoding, register_encoding
+from fairseq_posenc.core.encodings import ENCODINGS
+from fairseq_posenc.core.encodings.kinds import ContentBias
 from fairseq_posenc.core.positions import real_positions
-from fairseq_posenc.nn import encoding_names
+from fairseq_posenc.nn import PairBias, PositionContext, encoding_names, register_encoding
 from fairseq_posenc.testing import check_encoding
 
 
 # -- test-only encodings: one correct form of each, and the faults ----------------------------
 
-class AbsolutePairs(PositionEncoding):
+class AbsolutePairs(PairBias):
     """``b_h[pos_i, pos_j]`` from an ``(H, n, n)`` table over absolute positions, ``pos``
     counting real tokens: correct. The table starts at zero, as many tables do."""
 
     name = "test_absolute_pairs"
-    kind = PositionKind.PAIR_BIAS
 
-    def __init__(self, num_heads: int, max_len: int, causal: bool) -> None:
+    def __init__(self, *, num_heads: int, max_positions: int, causal: bool) -> None:
         super().__init__()
         self.causal = causal
-        self.table = nn.Parameter(torch.zeros(num_heads, max_len, max_len))
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions):
-        return cls(num_heads, max_positions, causal)
+        self.table = nn.Parameter(torch.zeros(num_heads, max_positions, max_positions))
 
     def positions(self, key_padding_mask: Optional[Tensor], k_len: int) -> Tensor:
         """``(B or 1, k_len)``: every key's position."""
@@ -89,20 +84,15 @@ class IgnoresDecoderPadding(AbsolutePairs):
         return super().positions(key_padding_mask, k_len)
 
 
-class KeyScores(PositionEncoding):
+class KeyScores(ContentBias):
     """``w_h . k_j`` added to every query's logit of key ``j``: a term that reads the keys,
     so its values depend on the batch; computed anew at every call: correct."""
 
     name = "test_key_scores"
-    kind = PositionKind.CONTENT_BIAS
 
-    def __init__(self, num_heads: int, head_dim: int) -> None:
+    def __init__(self, *, num_heads: int, head_dim: int) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(num_heads, head_dim))
-
-    @classmethod
-    def build(cls, args, *, num_heads, head_dim, causal, max_positions):
-        return cls(num_heads, head_dim)
 
     def scores(self, k: Tensor) -> Tensor:
         """``(B, H, 1, k_len)``."""

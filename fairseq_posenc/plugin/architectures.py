@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Callable, Optional
 
-from fairseq.models import register_model_architecture
+from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
 
 from ..core.encodings import ENCODINGS
@@ -64,9 +64,12 @@ def encoding_free(arch: str) -> str:
 
 
 def encoding_architectures(encoding: type) -> None:
-    """``transformer_tiny_NAME`` and ``transformer_wmt_en_de_NAME`` for ``encoding``."""
+    """``transformer_tiny_NAME`` and ``transformer_wmt_en_de_NAME`` for ``encoding``; kept
+    as they are when a name comes back (an encoding registered again in one process: the
+    architecture reads the encoding by name)."""
     for size, fn in SIZES.items():
-        _architecture(f"{size}_{encoding.name}", fn, encoding.name)
+        if f"{size}_{encoding.name}" not in ARCH_MODEL_REGISTRY:
+            _architecture(f"{size}_{encoding.name}", fn, encoding.name)
 
 
 _architecture("transformer_posenc", transformer_wmt_en_de, None)

@@ -23,7 +23,7 @@ from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX
 from ..core.encodings import ENCODINGS, get_encoding
 from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
 from ..core.encodings.options import Declared
-from ..core.encodings.registry import option_owners
+from ..core.encodings.registry import option_owners, option_values
 from ..core.random_positions import FLAG as RANDOM_POSITIONS
 from ..core.kernel_choice import KERNEL_CHOICES
 
@@ -108,7 +108,7 @@ def encoding_values(args: argparse.Namespace,
     flag)."""
     given = {option.name: getattr(args, option.name) for option in encoding.options
              if hasattr(args, option.name)}
-    return encoding.option_values(given)
+    return option_values(encoding, given)
 
 
 def check_foreign_flags(args: argparse.Namespace, encoding: type[PositionEncoding]) -> None:

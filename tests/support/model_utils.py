@@ -10,6 +10,7 @@ from fairseq.data import Dictionary
 from fairseq_posenc.plugin import build
 from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.encodings import ENCODINGS, PositionScope, get_encoding
+from fairseq_posenc.core.encodings.registry import option_values
 
 INPUT_ENCODINGS = ["sinusoidal", "learned", "none", "shape"]
 # Every registered encoding: a new one is covered by the shared tests as soon as it exists.
@@ -50,7 +51,7 @@ def build_model(encoding: str, extra: Sequence[str] = (), arch: str = "transform
 
 def encoding_values(encoding: str, **overrides) -> dict:
     """``encoding``'s options at their defaults but ``overrides``, checked."""
-    return get_encoding(encoding).option_values(overrides)
+    return option_values(get_encoding(encoding), overrides)
 
 
 def build_attention(

@@ -22,16 +22,14 @@ slices a table computed for a window that grows geometrically.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Optional
+import enum
+from typing import Any, Callable, ClassVar, Mapping, Optional
 
 from torch import Tensor, nn
 
 from ..context import FusedKernel
 from ..random_positions import RandomPositions
 from .options import Declared, flag_name
-
-if TYPE_CHECKING:
-    from .kinds import PositionKind
 
 SHARING_CHOICES = ("none", "layer", "head")
 LAYER_CHOICES = ("all", "first")
@@ -54,33 +52,10 @@ class PositionEncoding(nn.Module):
 
     # -- the options ----------------------------------------------------------------------
     @classmethod
-    def option_values(cls, given: Mapping[str, Any], labels: Optional[Callable[[Declared], str]]
-                      = None) -> dict[str, Any]:
-        """Every option at its default but those ``given``, each checked (its type, choices
-        and minimum: a ``ValueError`` naming it by ``labels(option)``, its flag by default),
-        then :meth:`check_options`. An unknown name is a ``TypeError`` that names the
-        encodings it belongs to, if any, and this one's options."""
-        own = {option.name: option for option in cls.options}
-        unknown = [name for name in given if name not in own]
-        if unknown:
-            from .registry import option_owners  # the registry imports this module
-            owners = option_owners()
-            named = [f"{name!r} (an option of {', '.join(owners[name])})" if name in owners
-                     else repr(name) for name in unknown]
-            valid = ", ".join(f"{o.name}={o.default!r}" for o in cls.options)
-            raise TypeError(f"encoding {cls.name!r} has no option {', '.join(named)}; its "
-                            f"options, with their defaults: {valid or 'none'}")
-        values = {name: option.default for name, option in own.items()}
-        values.update(given)
-        for name, value in given.items():
-            own[name].check(value, labels(own[name]) if labels else None)
-        cls.check_options(values)
-        return values
-
-    @classmethod
     def check_options(cls, values: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` with a fix for values that make no sense together or that
-        the option's type cannot say (each option's own check has run)."""
+        the option's type cannot say (each option's own check has run:
+        :func:`~.registry.option_values`)."""
 
     @classmethod
     def shares_layers(cls, values: Mapping[str, Any]) -> bool:
@@ -117,7 +92,7 @@ class PositionEncoding(nn.Module):
     @classmethod
     def build(cls, values: Mapping[str, Any], **structural: Any) -> "PositionEncoding":
         """One module: the constructor with the structural arguments it takes and the
-        option ``values`` (:meth:`option_values`)."""
+        option ``values`` (:func:`~.registry.option_values`)."""
         params = inspect.signature(cls.__init__).parameters
         takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
         given = {name: value for name, value in structural.items()
@@ -139,7 +114,7 @@ class PositionEncoding(nn.Module):
     # -- what the attention reads of every term ------------------------------------------
     #: The kind of this term (see :class:`~.kinds.PositionKind`). A class may set it per
     #: instance when a constructor argument changes it (Shaw's value table, TUPE's reset).
-    kind: "PositionKind"
+    kind: enum.Enum
     #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
     content_scale: float = 1.0
     #: How the term can run fused, its kernel family (None: no fused kernel); the planner

@@ -3,26 +3,23 @@ module, and a user's: :func:`fairseq_posenc.nn.register_encoding` is this one)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Mapping, Optional
 
-from .options import declared_options
+from .base import PositionEncoding
+from .kinds import unimplemented_kinds
+from .options import Declared, declared_options
 
-if TYPE_CHECKING:
-    from .base import PositionEncoding
-
-ENCODINGS: dict[str, type["PositionEncoding"]] = {}
+ENCODINGS: dict[str, type[PositionEncoding]] = {}
 #: Called with each class registered from now on (the fairseq plugin adds its
 #: architectures for it).
-LISTENERS: list[Callable[[type["PositionEncoding"]], None]] = []
+LISTENERS: list[Callable[[type[PositionEncoding]], None]] = []
 
 
-def register_encoding(cls: type["PositionEncoding"]) -> type["PositionEncoding"]:
+def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
     """Class decorator: register ``cls`` under ``cls.name``. A ``TypeError`` or
     ``ValueError`` naming the class for a class of no kind, one that implements none of its
     kind's methods, a name registered already, or an option that another encoding declares
     differently."""
-    from .base import PositionEncoding
-    from .kinds import unimplemented_kinds
     where = f"{cls.__module__}.{cls.__qualname__}"
     if not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
         raise TypeError(f"{where} is no position encoding: derive it from a kind of "
@@ -55,7 +52,7 @@ def register_encoding(cls: type["PositionEncoding"]) -> type["PositionEncoding"]
     return cls
 
 
-def get_encoding(name: str) -> type["PositionEncoding"]:
+def get_encoding(name: str) -> type[PositionEncoding]:
     try:
         return ENCODINGS[name]
     except KeyError:
@@ -71,3 +68,26 @@ def option_owners() -> dict[str, list[str]]:
         for option in cls.options:
             owners.setdefault(option.name, []).append(name)
     return owners
+
+
+def option_values(cls: type[PositionEncoding], given: Mapping[str, Any],
+                  labels: Optional[Callable[[Declared], str]] = None) -> dict[str, Any]:
+    """Every option of ``cls`` at its default but those ``given``, each checked (its type,
+    choices and minimum: a ``ValueError`` naming it by ``labels(option)``, its flag by
+    default), then ``cls.check_options``. An unknown name is a ``TypeError`` that names the
+    encodings it belongs to, if any, and ``cls``'s options."""
+    own = {option.name: option for option in cls.options}
+    unknown = [name for name in given if name not in own]
+    if unknown:
+        owners = option_owners()
+        named = [f"{name!r} (an option of {', '.join(owners[name])})" if name in owners
+                 else repr(name) for name in unknown]
+        valid = ", ".join(f"{o.name}={o.default!r}" for o in cls.options)
+        raise TypeError(f"encoding {cls.name!r} has no option {', '.join(named)}; its "
+                        f"options, with their defaults: {valid or 'none'}")
+    values = {name: option.default for name, option in own.items()}
+    values.update(given)
+    for name, value in given.items():
+        own[name].check(value, labels(own[name]) if labels else None)
+    cls.check_options(values)
+    return values

@@ -11,6 +11,7 @@ import torch
 
 from fairseq_posenc.core.context import TRITON_FAMILIES, KernelFamily, PositionScope
 from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
+from fairseq_posenc.core.encodings.registry import option_values
 from fairseq_posenc.core.attention_plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.core.segments import SegmentAttention
 from tests.support.model_utils import encoding_values
@@ -25,7 +26,7 @@ def positions(encoding: str, causal: bool, **flags) -> AttachedPositions:
     cls = get_encoding(encoding)
     if cls.at_input:
         return AttachedPositions.of(None, PositionScope())
-    layer = cls.build_stack(cls.option_values(flags), 1, num_heads=2, head_dim=8,
+    layer = cls.build_stack(option_values(cls, flags), 1, num_heads=2, head_dim=8,
                             causal=causal, max_positions=64)[0]
     return AttachedPositions.of(layer, PositionScope())
 

@@ -15,6 +15,7 @@ import torch
 
 from fairseq_posenc.core.context import PositionContext
 from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
+from fairseq_posenc.core.encodings.registry import option_values
 from fairseq_posenc.core.positions import real_positions
 from fairseq_posenc.core.random_positions import draw_positions
 from tests.support.batches import random_source
@@ -243,7 +244,7 @@ def test_input_embeddings_at_drawn_positions(encoding):
 
 #: every encoding the option applies to
 TAKING = sorted(name for name, cls in ENCODINGS.items()
-                if cls.random_positions_refusal(cls.option_values({})) is None)
+                if cls.random_positions_refusal(option_values(cls, {})) is None)
 
 
 @pytest.mark.parametrize("encoding", TAKING)
