@@ -1,6 +1,6 @@
 """Which computation one self-attention call gets: a plan made from declarations alone.
 
-Each term declares its kind (:class:`~fairseq_posenc.core.context.PositionKind`) and how it can
+Each term declares its kind (:class:`~fairseq_posenc.core.encodings.kinds.PositionKind`) and how it can
 run fused (:attr:`~fairseq_posenc.core.encodings.base.PositionEncoding.fused_kernel`, a
 :class:`~fairseq_posenc.core.context.FusedKernel`). :func:`plan_attention` reads those, the
 layer's kernel switches and what the call is (:class:`Call`: device, dtype, lengths,

@@ -322,3 +322,44 @@ def test_self_checks_are_keyed_by_the_declared_families():
     for family in declared & set(TRITON_FAMILIES):
         assert (family, False) in CHECKS
         assert ((family, True) in CHECKS) is (family is not KernelFamily.ROTARY)
+
+
+@pytest.fixture
+def users_distance_bias():
+    """A distance bias written as a user would (``fairseq_posenc.nn``'s public kind and
+    decorator), registered for one test."""
+    from fairseq_posenc.nn import DistanceBias, register_encoding
+
+    class LearnedDecay(DistanceBias):
+        name = "test_plan_learned_decay"
+
+        def __init__(self, *, num_heads: int, test_plan_width: float = 4.0) -> None:
+            super().__init__()
+            self.width = test_plan_width
+            self.scale = torch.nn.Parameter(torch.ones(num_heads))
+
+        def distance_bias(self, r_lo: int, r_hi: int) -> torch.Tensor:
+            r = torch.arange(r_lo, r_hi + 1, dtype=self.scale.dtype)
+            return -self.scale[:, None] * r.abs()[None, :] / self.width
+
+    register_encoding(LearnedDecay)
+    try:
+        yield LearnedDecay.name
+    finally:
+        ENCODINGS.pop(LearnedDecay.name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_a_users_distance_bias_is_planned_as_t5(users_distance_bias, causal, dtype):
+    """Its kind is all the planner reads: the rows of t5, a learned table by distance
+    (the fused distance kernel on CUDA in half precision), and decoding steps on the step
+    path."""
+    layer = positions(users_distance_bias, causal)
+    got = [described(plan_attention(layer, training(device, dtype, causal),
+                                    verified=verified)) for device in (CPU, CUDA)]
+    assert got == [EXPLICIT, SDPA if dtype is torch.float32 else DISTANCE]
+    for device in (CPU, CUDA):
+        plan = plan_attention(positions(users_distance_bias, True), step(device, dtype),
+                              verified=verified)
+        assert plan.path is Path.STEP and plan.fused is None

@@ -1,0 +1,156 @@
+"""``register_encoding``: a user's encoding, declared in one class, reaches the torch API and
+the plugin's flags; a class the registry cannot use is refused, naming it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated, Literal, Optional
+
+import pytest
+import torch
+
+from fairseq_posenc import nn as posenc
+from fairseq_posenc.core.encodings import ENCODINGS
+from fairseq_posenc.core.encodings.options import declared_options
+from fairseq_posenc.nn import DistanceBias, Option, PairBias, register_encoding
+
+
+class Decay(DistanceBias):
+    """``-|j - i| / w`` per head, ``w`` an option."""
+
+    name = "test_registry_decay"
+
+    def __init__(self, *, num_heads: int, test_registry_width: Annotated[float, Option(
+            "the decay's width", metavar="W")] = 4.0,
+                 test_registry_mode: Literal["abs", "square"] = "abs",
+                 test_registry_clip: Annotated[Optional[int], Option(
+                     "clip", minimum=1)] = None,
+                 test_registry_off: bool = False) -> None:
+        super().__init__()
+        self.width, self.heads = test_registry_width, num_heads
+
+    def distance_bias(self, r_lo: int, r_hi: int) -> torch.Tensor:
+        r = torch.arange(r_lo, r_hi + 1, dtype=torch.float32)
+        return (-r.abs() / self.width).expand(self.heads, -1)
+
+
+@pytest.fixture
+def registered():
+    """Classes registered in a test, removed afterwards."""
+    names: list[str] = []
+
+    def register(cls):
+        register_encoding(cls)
+        names.append(cls.name)
+        return cls
+
+    try:
+        yield register
+    finally:
+        for name in names:
+            ENCODINGS.pop(name, None)
+
+
+def test_options_are_read_off_the_constructor():
+    options = {option.name: option for option in declared_options(Decay)}
+    assert list(options) == ["test_registry_width", "test_registry_mode", "test_registry_clip",
+                             "test_registry_off"]
+    width = options["test_registry_width"]
+    assert (width.type, width.default, width.help, width.metavar) == (float, 4.0,
+                                                                    "the decay's width", "W")
+    assert options["test_registry_mode"].choices == ("abs", "square")
+    assert options["test_registry_clip"].optional and options["test_registry_clip"].minimum == 1
+    assert options["test_registry_off"].type is None  # a switch
+
+
+def test_a_users_encoding_reaches_the_torch_api(registered):
+    registered(Decay)
+    assert posenc.encoding_options(Decay.name) == {
+        "test_registry_width": 4.0, "test_registry_mode": "abs", "test_registry_clip": None,
+        "test_registry_off": False}
+    attn = posenc.PositionalSelfAttention(8, 2, Decay.name, causal=True, test_registry_width=2.0)
+    assert attn.position_encoding.width == 2.0
+    x = torch.randn(2, 5, 8, requires_grad=True)
+    attn(x).sum().backward()
+    assert x.grad is not None
+    with pytest.raises(ValueError, match="test_registry_clip must be a positive integer"):
+        posenc.PositionalSelfAttention(8, 2, Decay.name, causal=True, test_registry_clip=0)
+    with pytest.raises(ValueError, match="test_registry_mode must be one of 'abs', 'square'"):
+        posenc.PositionalSelfAttention(8, 2, Decay.name, causal=True, test_registry_mode="x")
+    with pytest.raises(TypeError, match=r"'shaw_clip' \(an option of shaw\)"):
+        posenc.PositionalSelfAttention(8, 2, Decay.name, causal=True, shaw_clip=2)
+
+
+def test_a_users_options_are_flags_of_the_plugin(registered):
+    registered(Decay)
+    from fairseq_posenc.plugin.position_args import add_position_args, encoding_values
+
+    parser = argparse.ArgumentParser()
+    add_position_args(parser)
+    args = parser.parse_args(["--pos-encoding", Decay.name, "--test-registry-width", "2.5",
+                              "--test-registry-mode", "square", "--test-registry-off"])
+    assert encoding_values(args, Decay) == {
+        "test_registry_width": 2.5, "test_registry_mode": "square", "test_registry_clip": None,
+        "test_registry_off": True}
+    help_text = parser.format_help()
+    assert "--test-registry-width W" in help_text and "the decay's width" in help_text
+
+
+def test_refusals_name_the_class(registered):
+    class NoMethod(DistanceBias):
+        name = "test_registry_no_method"
+
+    with pytest.raises(TypeError, match="NoMethod derives from DistanceBias but implements "
+                                        "none of its methods: implement distance_bias"):
+        register_encoding(NoMethod)
+
+    class Again(Decay):
+        name = "t5"
+
+    with pytest.raises(ValueError, match="Again: the encoding name 't5' is registered already, "
+                                         "by .*T5"):
+        register_encoding(Again)
+
+    class Unannotated(PairBias):
+        name = "test_registry_unannotated"
+
+        def __init__(self, *, num_heads, scale=1.0):
+            super().__init__()
+
+        def pair_bias(self, *args):
+            raise NotImplementedError
+
+    with pytest.raises(TypeError, match="Unannotated.__init__'s argument 'scale' has no "
+                                        "type annotation"):
+        register_encoding(Unannotated)
+
+    class NoDefault(Decay):
+        name = "test_registry_no_default"
+
+        def __init__(self, *, num_heads: int, test_registry_need: int) -> None:
+            super().__init__(num_heads=num_heads)
+
+    with pytest.raises(TypeError, match="argument 'test_registry_need' is an option and needs a "
+                                        "default"):
+        register_encoding(NoDefault)
+
+    class OnSwitch(Decay):
+        name = "test_registry_on_switch"
+
+        def __init__(self, *, num_heads: int, test_registry_on: bool = True) -> None:
+            super().__init__(num_heads=num_heads)
+
+    with pytest.raises(TypeError, match="is a switch and must default to False"):
+        register_encoding(OnSwitch)
+
+    class Clash(Decay):
+        name = "test_registry_clash"
+
+        def __init__(self, *, num_heads: int, shaw_clip: int = 3) -> None:
+            super().__init__(num_heads=num_heads)
+
+    with pytest.raises(ValueError, match="Clash's option 'shaw_clip' is also an option of "
+                                         ".*Shaw \\('shaw'\\), declared differently"):
+        register_encoding(Clash)
+
+    assert not {name for name in ENCODINGS if name.startswith("test_registry")}
