@@ -1,7 +1,7 @@
 """Which computation one self-attention call gets: a plan made from declarations alone.
 
-Each term declares its kind (:class:`~fairseq_posenc.core.encodings.kinds.PositionKind`) and how it can
-run fused (:attr:`~fairseq_posenc.core.encodings.base.PositionEncoding.fused_kernel`, a
+Each term declares its kind (:class:`~fairseq_posenc.core.encodings.kinds.PositionKind`) and
+how it can run fused (:attr:`~fairseq_posenc.core.encodings.base.PositionEncoding.fused_kernel`, a
 :class:`~fairseq_posenc.core.context.FusedKernel`). :func:`plan_attention` reads those, the
 layer's kernel switches and what the call is (:class:`Call`: device, dtype, lengths,
 causality, dropout, weights asked, a decoding step, autograd, positions chosen per
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple, Optional, Sequence
 
 import torch
 

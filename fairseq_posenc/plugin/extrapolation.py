@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-import torch
 from fairseq.data import data_utils
 from fairseq.utils import resolve_max_positions
 from fairseq.tasks import register_task

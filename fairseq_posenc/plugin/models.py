@@ -28,8 +28,6 @@ import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model
 from fairseq.models.transformer import (
-    DEFAULT_MAX_SOURCE_POSITIONS,
-    DEFAULT_MAX_TARGET_POSITIONS,
     TransformerConfig,
     TransformerDecoder,
     TransformerEncoder,

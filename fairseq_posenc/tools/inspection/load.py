@@ -18,8 +18,8 @@ Decisions:
   (``_extra_state``, see ``checkpoint.py``) and the arguments a ``transformer_posenc``
   architecture; anything else is a clear ``SystemExit``, never a traceback.
 * The saved arguments go through the architecture function again (fairseq does the same on
-  load) and :func:`~fairseq_posenc.plugin.position_args.fill_position_defaults`, so a checkpoint written
-  before a flag existed still builds.
+  load) and :func:`~fairseq_posenc.plugin.position_args.fill_position_defaults`, so a
+  checkpoint written before a flag existed still builds.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ records, computed by the terms' own methods -- the calls the attention makes.
 
 For every stack (encoder, decoder) the self-attention layers' terms are collected
 (:func:`stack_terms`; a module shared by several layers is one entry, with its layers) and
-each term is read according to its declared :class:`~fairseq_posenc.core.encodings.kinds.PositionKind`:
+each term is read according to its declared
+:class:`~fairseq_posenc.core.encodings.kinds.PositionKind`:
 
 * ``DISTANCE_BIAS`` / ``DISTANCE_SCALE`` -- :meth:`DistanceBias.expanded` for one
   query at position ``D`` over keys ``0..2D`` (causal: ``0..D``): the bias (or factor) of

@@ -14,7 +14,6 @@ from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
 from fairseq_posenc.core.encodings.registry import option_values
 from fairseq_posenc.core.attention_plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.core.segments import SegmentAttention
-from tests.support.model_utils import encoding_values
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -48,8 +48,8 @@ def test_huang3_attention(causal, clip_k):
 @pytest.mark.parametrize("causal", [False, True])
 def test_huang3_starts_as_standard_attention(causal):
     """a starts at 1 (docs/conventions.md: multiplicative methods start from plain attention)."""
-    enc = get_encoding("huang3").build(encoding_values("huang3"), num_heads=2, head_dim=4, causal=causal,
-                                       max_positions=10)
+    enc = get_encoding("huang3").build(encoding_values("huang3"), num_heads=2, head_dim=4,
+                                       causal=causal, max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())
     attn = build_attention("huang3", causal=causal)
     x = torch.randn(6, 2, 8, dtype=torch.float64)

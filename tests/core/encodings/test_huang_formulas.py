@@ -85,8 +85,8 @@ def test_huang_factors_start_at_one(encoding):
     from fairseq_posenc.core.encodings import get_encoding
     from tests.support.model_utils import encoding_values
 
-    enc = get_encoding(encoding).build(encoding_values(encoding), num_heads=2, head_dim=4, causal=False,
-                                       max_positions=10)
+    enc = get_encoding(encoding).build(encoding_values(encoding), num_heads=2, head_dim=4,
+                                       causal=False, max_positions=10)
     assert all(torch.all(p == 1) for p in enc.parameters())
 
 
