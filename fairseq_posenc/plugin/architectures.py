@@ -12,13 +12,14 @@ are unset, because fairseq runs them again on the saved arguments of a checkpoin
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Callable, Optional
 
 from fairseq.models import ARCH_MODEL_REGISTRY, register_model_architecture
 from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
 
 from ..core.encodings import ENCODINGS
-from ..core.encodings.registry import LISTENERS
+from ..core.encodings.registry import CHECKS, LISTENERS
 from .position_args import fill_position_defaults
 
 MODEL = "transformer_posenc"
@@ -63,6 +64,34 @@ def encoding_free(arch: str) -> str:
     return "tiny" if arch.startswith("transformer_tiny") else "wmt_en_de"
 
 
+@functools.lru_cache(maxsize=None)
+def fairseq_flags() -> frozenset[str]:
+    """The flags ``fairseq-train`` parses beside the encodings' options: its own and those of
+    the transformer model, and the plugin's position flags."""
+    from fairseq import options
+    from fairseq.models.transformer import TransformerModel
+
+    from .position_args import add_position_args
+
+    parser = options.get_training_parser()
+    TransformerModel.add_args(parser)
+    add_position_args(parser)
+    encodings = {option.flag for cls in ENCODINGS.values() for option in cls.options}
+    return frozenset(flag for action in parser._actions for flag in action.option_strings
+                     if flag not in encodings)
+
+
+def check_flags_are_free(encoding: type) -> None:
+    """An option whose flag fairseq-train has already (``dropout``: ``--dropout``) would
+    stop every command that loads the plugin: refused when the encoding registers."""
+    taken = [option.flag for option in encoding.options if option.flag in fairseq_flags()]
+    if taken:
+        raise ValueError(
+            f"{encoding.__module__}.{encoding.__qualname__}: option {', '.join(taken)} is "
+            f"already a flag of fairseq-train (or of the model): rename it, e.g. with the "
+            f"encoding's name as a prefix ({encoding.name}_...)")
+
+
 def encoding_architectures(encoding: type) -> None:
     """``transformer_tiny_NAME`` and ``transformer_wmt_en_de_NAME`` for ``encoding``; kept
     as they are when a name comes back (an encoding registered again in one process: the
@@ -76,5 +105,7 @@ _architecture("transformer_posenc", transformer_wmt_en_de, None)
 _architecture("transformer_posenc_tiny", tiny, None)
 for _name in sorted(ENCODINGS):
     encoding_architectures(ENCODINGS[_name])
-# An encoding registered later (a user's, from their --user-dir) gets its own too.
+# An encoding registered later (a user's, from their --user-dir) gets its own too, once its
+# flags are known not to be fairseq's.
+CHECKS.append(check_flags_are_free)
 LISTENERS.append(encoding_architectures)

@@ -14,8 +14,9 @@ An option's name is its flag's (``shaw_clip`` is ``--shaw-clip``); its annotatio
 these (None: a default derived from the structural arguments, e.g. the stack's longest
 sequence) or a ``Literal`` of strings (the choices), optionally wrapped in ``Annotated[...,
 Option(...)]`` for the help text, a minimum and what to suggest. A keyword argument of any
-other type (a module the class's own :meth:`~.base.PositionEncoding.build_stack` shares
-between layers) is no option; it needs a default.
+other type is a torch module that the class's own
+:meth:`~.base.PositionEncoding.build_stack` shares between layers (no option; it needs a
+default); anything else is refused.
 
 From this one declaration come the torch API's keyword options
 (:func:`fairseq_posenc.nn.encoding_options`), the fairseq flags the plugin adds
@@ -29,6 +30,8 @@ import inspect
 import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
+
+from torch import nn
 
 #: The arguments every encoding's constructor may take by keyword, given by the stack that
 #: builds it: ``num_heads``, ``head_dim``, ``causal`` (a decoder's self-attention),
@@ -95,7 +98,8 @@ class Declared:
             return
         if value is None or value < self.minimum:
             hint = self.hint or (UNSET_HINT if self.default is None else "")
-            need = "a positive integer" if self.minimum == 1 else f"at least {self.minimum}"
+            need = ("a positive integer" if self.minimum == 1 and self.type is int
+                    else f"at least {self.minimum}")
             raise ValueError(f"{label} must be {need}, got {value!r}. {hint}".rstrip())
 
     def _has_type(self, value: Any) -> bool:
@@ -130,7 +134,7 @@ def declared_options(cls: type) -> tuple[Declared, ...]:
     for param in list(signature.parameters.values())[1:]:
         if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL) or param.name in STRUCTURAL:
             continue
-        where = f"{cls.__qualname__}.__init__'s argument {param.name!r}"
+        where = f"{cls.__module__}.{cls.__qualname__}.__init__'s argument {param.name!r}"
         if param.name not in hints:
             raise TypeError(f"{where} has no type annotation: annotate it (int, float, str, "
                             "bool, Optional[...] or Literal[...]) to make it an option")
@@ -157,9 +161,13 @@ def _declare(name: str, hint: Any, default: Any, where: str) -> Optional[Declare
     elif hint in _PLAIN:
         base = None if hint is bool else hint
     else:
+        if not (isinstance(hint, type) and issubclass(hint, nn.Module)):
+            raise TypeError(f"{where}: an option is an int, float, str, bool, Optional[...] "
+                            f"of one or Literal[...] of strings, and a part that layers share "
+                            f"(given by the class's build_stack) a torch module; got {hint!r}")
         if default is inspect.Parameter.empty:
-            raise TypeError(f"{where} is no option (its type is not int, float, str, bool, "
-                            "Optional or Literal) and has no default: give it one")
+            raise TypeError(f"{where} is a module the class's build_stack shares and needs a "
+                            "default (None: the layer's own)")
         return None  # the class's own argument, given by its build_stack
     if default is inspect.Parameter.empty:
         raise TypeError(f"{where} is an option and needs a default")

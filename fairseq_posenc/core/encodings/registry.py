@@ -10,6 +10,9 @@ from .kinds import unimplemented_kinds
 from .options import Declared, declared_options
 
 ENCODINGS: dict[str, type[PositionEncoding]] = {}
+#: Called with each class about to be registered; may refuse it with a ``ValueError`` (the
+#: fairseq plugin: an option whose flag fairseq has already).
+CHECKS: list[Callable[[type[PositionEncoding]], None]] = []
 #: Called with each class registered from now on (the fairseq plugin adds its
 #: architectures for it).
 LISTENERS: list[Callable[[type[PositionEncoding]], None]] = []
@@ -40,12 +43,17 @@ def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
         for other_name, other in ENCODINGS.items():
             theirs = next((o for o in other.options if o.name == option.name), None)
             if theirs is not None and theirs != option:
+                differ = ", ".join(
+                    f"{field} {getattr(option, field)!r} against {getattr(theirs, field)!r}"
+                    for field in option.__dataclass_fields__
+                    if getattr(option, field) != getattr(theirs, field))
                 raise ValueError(
                     f"{where}'s option {option.name!r} is also an option of "
                     f"{other.__module__}.{other.__qualname__} ({other_name!r}), declared "
-                    f"differently ({option} against {theirs}): rename it, or declare it "
-                    "the same way")
+                    f"differently ({differ}): rename it, or declare it the same way")
     cls.options = options
+    for check in CHECKS:
+        check(cls)
     ENCODINGS[name] = cls
     for listener in LISTENERS:
         listener(cls)

@@ -154,3 +154,22 @@ def test_refusals_name_the_class(registered):
         register_encoding(Clash)
 
     assert not {name for name in ENCODINGS if name.startswith("test_registry")}
+
+
+def test_an_option_named_as_a_fairseq_flag_is_refused(registered):
+    """``dropout`` would be ``--dropout``, which fairseq-train has: every command that loads
+    the plugin would stop with argparse's conflict."""
+    import fairseq_posenc
+
+    fairseq_posenc.register()  # the plugin's check is there once fairseq is loaded
+
+    class Dropout(Decay):
+        name = "test_registry_dropout"
+
+        def __init__(self, *, num_heads: int, dropout: float = 0.1) -> None:
+            super().__init__(num_heads=num_heads)
+
+    with pytest.raises(ValueError, match="Dropout: option --dropout is already a flag of "
+                                         "fairseq-train"):
+        register_encoding(Dropout)
+    assert Dropout.name not in ENCODINGS
