@@ -49,11 +49,14 @@ print("done", flush=True)
 
 
 def start(out: Path, parallel: int, seconds: float = 120) -> subprocess.Popen:
-    """The command in a process group (a session) of its own, as a terminal starts it."""
+    """The command in a process group (a session) of its own, as a terminal starts it: with
+    SIGHUP at its default even when the tests run under ``nohup`` (whose ignored SIGHUP the
+    command keeps ignored, as it should)."""
     return subprocess.Popen([sys.executable, "-c", COMMAND, str(out), str(parallel),
                              str(seconds)], cwd=ROOT, env=subprocess_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
 
 
 @pytest.fixture
