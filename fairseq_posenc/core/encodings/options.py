@@ -21,7 +21,7 @@ default); anything else is refused.
 From this one declaration come the torch API's keyword options
 (:func:`fairseq_posenc.nn.encoding_options`), the fairseq flags the plugin adds
 (:mod:`fairseq_posenc.plugin.position_args`), their checks and the message for an option of
-another encoding. Nothing here knows argparse.
+another encoding; the command line is the plugin's alone.
 """
 
 from __future__ import annotations
