@@ -133,3 +133,14 @@ def test_a_forbidden_import_breaks_its_contracts(tmp_path, file, line, contracts
     assert status == {name: "BROKEN" if contract in contracts else "KEPT"
                       for contract, name in contract_names().items()}, output
     assert report in output, output
+
+
+def test_the_core_and_the_torch_api_know_no_command_line():
+    """An encoding's options are its constructor's arguments: ``argparse`` (and a Namespace)
+    belongs to the plugin and the tools, never to the core or ``fairseq_posenc.nn``."""
+    package = ROOT / "fairseq_posenc"
+    files = [*sorted((package / "core").rglob("*.py")), package / "nn.py", package / "nn_checks.py"]
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in files
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bargparse\b|\bNamespace\b", line)]
+    assert not found, found
