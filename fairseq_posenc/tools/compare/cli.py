@@ -4,17 +4,19 @@ inspected, with a report that says which differences are real.
     posenc-compare OUT --data DIR -s en -t de --encodings sinusoidal t5 rope \\
         --size tiny --seeds 3 --max-update 4000 --test test test_long --cpu
 
-Everything that can be checked is checked before any training (the data's files and line
-counts and encoding, the encodings and architectures, every run's ``fairseq-train`` command
-with ``--train-args`` (:mod:`.fairseq_flags`), the baseline, a GPU unless ``--cpu``, tables
-of absolute positions long enough for the training data, a ``--train-max-len`` that leaves
-enough training pairs, the ``--variants`` and the flags they add, a rerun's settings against
-``OUT/settings.json``). ``docs/compare.md`` explains the report.
+Everything that can be checked is checked before any training (a ``--user-dir`` of the
+user's own encodings, imported here first: :mod:`fairseq_posenc.tools.experiment.user_dir`;
+the data's files and line counts and encoding, the encodings and architectures, every run's
+``fairseq-train`` command with ``--train-args`` (:mod:`.fairseq_flags`), the baseline, a GPU
+unless ``--cpu``, tables of absolute positions long enough for the training data, a
+``--train-max-len`` that leaves enough training pairs, the ``--variants`` and the flags they
+add, a rerun's settings against ``OUT/settings.json``). ``docs/compare.md`` explains the report.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -49,6 +51,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--target-lang", required=True, help="target language (file suffix)")
     p.add_argument("--encodings", nargs="+", required=True, metavar="ENC",
                    help="the --pos-encoding values to compare")
+    p.add_argument("--user-dir", type=Path, metavar="DIR",
+                   help="encodings of your own: a fairseq --user-dir, a Python package whose "
+                        "__init__.py imports fairseq_posenc and the modules that register "
+                        "them (@register_encoding); imported before any check, so that "
+                        "--encodings and --train-args take their names and options, and given "
+                        "to every fairseq-train and fairseq-generate (default: the plugin's "
+                        "own directory). docs/compare.md, \"Your own encoding\"")
     p.add_argument("--baseline", metavar="ENC",
                    help="the encoding the others are tested against (default: the first)")
     p.add_argument("--size", choices=sorted(SIZES), default="tiny",
@@ -197,7 +206,9 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
         valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
         bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len,
-        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size], **stop)
+        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size],
+        # not resolved: fairseq names the module after the directory as given
+        user_dir=os.path.abspath(args.user_dir) if args.user_dir else None, **stop)
 
 
 def check_models(settings: Settings, encodings: Sequence[str]) -> None:
@@ -211,8 +222,19 @@ def check_models(settings: Settings, encodings: Sequence[str]) -> None:
 
     unknown = [e for e in encodings if e not in ENCODINGS]
     if unknown:
+        own = sorted(name for name, cls in ENCODINGS.items()
+                     if not cls.__module__.startswith("fairseq_posenc."))
+        if settings.user_dir:
+            hint = (f"--user-dir {settings.user_dir} registers "
+                    f"{', '.join(own) if own else 'none'}; to register {unknown[0]}, its "
+                    "__init__.py imports the module whose encoding class has "
+                    f"@register_encoding and name = \"{unknown[0]}\"")
+        else:
+            hint = ("an encoding of your own: pass --user-dir DIR, the directory whose "
+                    "__init__.py imports fairseq_posenc and the module that registers it")
         raise SystemExit(f"posenc-compare: unknown encoding {', '.join(unknown)}; choose from "
-                         f"{' '.join(sorted(ENCODINGS))}")
+                         f"{' '.join(sorted(ENCODINGS))}; {hint} "
+                         "(docs/compare.md, \"Your own encoding\")")
     missing = [plan.arch(settings, e) for e in encodings
                if plan.arch(settings, e) not in ARCH_MODEL_REGISTRY]
     if missing:
@@ -308,6 +330,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         variants = [variants_mod.parse(spec) for spec in args.variants]
     except ValueError as e:
         p.error(str(e))
+    plan.import_user_dir(settings)  # its encodings, their architectures and flags
     data.check(settings)
     check_models(settings, encodings)
     fairseq_flags.check_train_args(settings, encodings, batch)

@@ -26,7 +26,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from ..evaluation import scoring
 from ..experiment.checkpoints import final_checkpoint
-from ..experiment.fairseq_run import logged_to, run_fairseq
+from ..experiment.fairseq_run import USER_DIR, logged_to, run_fairseq
 from ..experiment.trainlog import (history, keep_earlier, last_update, saved_update,
                                    stopped_early, validation_losses, words_per_second)
 from ..launch.batch import Split
@@ -35,7 +35,7 @@ from ..textprep.files import read_lines, write_text_atomic
 from .budget import earlier
 from .data import Corpus, inspect_sentence
 from . import placement, stopping
-from .plan import Run, batch, stored, train_args
+from .plan import Run, batch, stored, train_args, user_dir
 from .settings import Settings
 
 #: sacreBLEU's default BLEU (cased, 13a tokenization) and chrF, as ``posenc-score`` scores.
@@ -110,7 +110,8 @@ def run_one(settings: Settings, corpus: Corpus, run: Run, out: Path, batch_split
     train(settings, corpus, run, out, step, batch_split)
     checkpoint = run.checkpoint(out)
     for test in corpus.tests:
-        evaluate(corpus, run, test, checkpoint, out, settings.cpu, step)
+        evaluate(corpus, run, test, checkpoint, out, settings.cpu, step,
+                 user_dir=user_dir(settings))
     if run.seed == 1:
         inspect(corpus, run, checkpoint, out, step)
 
@@ -200,12 +201,13 @@ def best_so_far(log: Path) -> str:
 
 def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: bool,
              step: Callable[[str], None], *, name: Optional[str] = None,
-             task: str = "translation", flags: Sequence[str] = ()) -> None:
+             task: str = "translation", flags: Sequence[str] = (),
+             user_dir: Path = USER_DIR) -> None:
     """Translate ``test`` with beam 10 and length penalty 0.6, every sentence, and score the
     detokenized output with sacreBLEU against the raw references. ``name``: the directory
     under the run's ``tests/`` (default: the split's name); ``task`` and ``flags``:
     fairseq-generate's task and more of its flags (an inference-time variant's, recorded in
-    ``result.json``)."""
+    ``result.json``); ``user_dir``: its ``--user-dir`` (default: the plugin's)."""
     name = name or test.name
     result = run.result(out, name)
     if result.exists():
@@ -216,7 +218,8 @@ def evaluate(corpus: Corpus, run: Run, test, checkpoint: Path, out: Path, cpu: b
         corpus.bin, checkpoint, test.subset, corpus.source_lang, corpus.target_lang,
         where / "generate", corpus.subword, hyp_path=where / f"hyp.{corpus.target_lang}",
         task=task, label=run.label, in_process=True, say=lambda _: None,
-        extra=(["--cpu"] if cpu else []) + list(flags))
+        extra=(["--cpu"] if cpu else []) + list(flags),
+        user_dir=user_dir)
     refs = read_lines(test.reference)
     scored = scoring.score(translation.hypotheses, refs, METRIC, corpus.target_lang)
     write_text_atomic(result, json.dumps({

@@ -63,7 +63,7 @@ DECIDED = {
     "train_max_len": "set it with posenc-compare's --train-max-len",
     "source_lang": "set it with posenc-compare's -s",
     "target_lang": "set it with posenc-compare's -t",
-    "user_dir": "posenc-compare loads the plugin",
+    "user_dir": "set it with posenc-compare's --user-dir (every fairseq command gets it)",
     "save_dir": "every run saves into OUT/runs/ENC/seedK/checkpoints, where its evaluation, "
                 "its resumption and the report read",
     "no_epoch_checkpoints": "runs keep no epoch checkpoints",

@@ -35,7 +35,10 @@ from .variants import Variant
 
 def run_job(settings: Settings, corpus: Corpus, run: Run, out: Path,
             variants: Sequence[Variant], gpus: int) -> None:
-    """Every unfinished step of ``run`` on ``gpus`` GPUs (0: the CPU)."""
+    """Every unfinished step of ``run`` on ``gpus`` GPUs (0: the CPU); the comparison's
+    ``--user-dir`` imported first (a worker process or SLURM job starts without it: its
+    checkpoints' encodings are read in process)."""
+    plan.import_user_dir(settings)
     execute.run_one(settings, corpus, run, out, plan.batch(settings, gpus),
                     lambda what: say(f"{run.label}: {what}"))
     variants_mod.translate_all(settings, corpus, [run], variants, out)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..experiment import trainlog
+from ..experiment import user_dir as user_dirs
 from ..experiment.fairseq_run import USER_DIR
 from ..launch.batch import Split, split
 from . import stopping
@@ -107,6 +108,25 @@ def runs(encodings: Sequence[str], seeds: int) -> list[Run]:
     return [Run(encoding, seed) for seed in range(1, seeds + 1) for encoding in encodings]
 
 
+def user_dir(settings: Settings) -> Path:
+    """``--user-dir`` of every fairseq command of the comparison: the user's own
+    (``--user-dir``, whose ``__init__`` imports the plugin), or the plugin's directory."""
+    return Path(settings.user_dir) if settings.user_dir else USER_DIR
+
+
+def import_user_dir(settings: Settings) -> None:
+    """Import the comparison's ``--user-dir`` in this process (once), so that the
+    encodings it registers are known here too: in the command before its checks, in a
+    launcher's worker or SLURM job before its run. :class:`SystemExit` saying what is
+    wrong and what to do (:mod:`fairseq_posenc.tools.experiment.user_dir`)."""
+    if settings.user_dir is None:
+        return
+    try:
+        user_dirs.load(Path(settings.user_dir))
+    except ValueError as e:
+        raise SystemExit(f"posenc-compare: {e}") from None
+
+
 def arch(settings: Settings, encoding: str) -> str:
     return f"{settings.arch_prefix}_{encoding}"
 
@@ -123,7 +143,7 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
     split as ``batch_split`` says (default: over one GPU, or the CPU)."""
     batch_split = batch_split or batch(settings, 1)
     return [
-        str(corpus.bin), "--user-dir", str(USER_DIR),
+        str(corpus.bin), "--user-dir", str(user_dir(settings)),
         *(("--task", "translation_extrapolation", "--train-max-len", str(settings.train_max_len))
           if settings.train_max_len else ("--task", "translation")),
         "--source-lang", corpus.source_lang, "--target-lang", corpus.target_lang,

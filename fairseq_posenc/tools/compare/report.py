@@ -89,6 +89,9 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
               f"is scored with {report['metric']} against the raw references."),
     ]
+    if s.get("user_dir"):
+        blocks.append(("p", f"Every fairseq command ran with `--user-dir {s['user_dir']}`, "
+                            "which registers the encodings not built into fairseq-posenc."))
     pairs, cleaning = report.get("pairs") or {}, report.get("cleaning")
     if pairs or cleaning:
         text = "Sentence pairs: " + ", ".join(f"{k} {v:,}" for k, v in pairs.items()) + "."

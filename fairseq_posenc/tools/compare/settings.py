@@ -90,6 +90,9 @@ class Settings:
     until_converged: bool = False
     patience: Optional[int] = None
     validate_every: Optional[int] = None
+    #: --user-dir: the user's own fairseq --user-dir (their encodings), absolute; every
+    #: fairseq command gets it instead of the plugin's directory. None: the plugin's
+    user_dir: Optional[str] = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,11 +100,11 @@ class Settings:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
-        # written before --train-max-len, --batch-tokens or --until-converged existed;
-        # "launch" records how the runs were split over GPUs, not what they compute
+        # written before --train-max-len, --batch-tokens, --until-converged or --user-dir
+        # existed; "launch" records how the runs were split over GPUs, not what they compute
         obj = {"train_max_len": None, "batch_tokens": EARLIER_BATCH_TOKENS,
                "until_converged": False, "patience": None, "validate_every": None,
-               **{k: v for k, v in obj.items() if k != "launch"}}
+               "user_dir": None, **{k: v for k, v in obj.items() if k != "launch"}}
         unknown = set(obj) - fields
         if unknown or fields - set(obj):
             raise ValueError(f"settings.json has fields {sorted(obj)}, expected "

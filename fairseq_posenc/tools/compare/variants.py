@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 from .data import Corpus
 from .execute import evaluate, say
 from .fairseq_flags import variant_flags
-from .plan import Run, arch
+from .plan import Run, arch, user_dir
 from .settings import Settings
 
 #: The task variants translate with.
@@ -171,4 +171,5 @@ def translate_all(settings: Settings, corpus: Corpus, runs: Sequence[Run],
                     stale.unlink()
                 evaluate(corpus, run, test, checkpoint, out, settings.cpu,
                          lambda what, run=run: say(f"{variant.name} seed {run.seed}: {what}"),
-                         name=variant.test_dir(test.name), task=TASK, flags=variant.flags)
+                         name=variant.test_dir(test.name), task=TASK, flags=variant.flags,
+                         user_dir=user_dir(settings))

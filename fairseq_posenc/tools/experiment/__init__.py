@@ -10,7 +10,8 @@ Modules, one responsibility each:
   last interval checkpoints) and the training flags that keep them;
 * :mod:`.translate` -- the ``fairseq-generate`` arguments and one test split translated,
   every hypothesis in order, detokenized;
-* :mod:`.trainlog` -- speed, validation losses and updates read from ``fairseq-train``'s log.
+* :mod:`.trainlog` -- speed, validation losses and updates read from ``fairseq-train``'s log;
+* :mod:`.user_dir` -- a user's own ``--user-dir`` (their encodings), checked and imported.
 
 Importing this package loads neither torch nor fairseq; its modules load them when they run.
 """

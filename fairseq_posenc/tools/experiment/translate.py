@@ -38,17 +38,19 @@ class Translation:
 def generate_args(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str,
                   results: Path, *, bpe: str = "subword-nmt", task: str = "translation",
                   limits: Optional[Untranslatable] = None, max_output: Optional[int] = None,
-                  beam: int = BEAM, lenpen: float = LENPEN) -> list[str]:
+                  beam: int = BEAM, lenpen: float = LENPEN,
+                  user_dir: Path = USER_DIR) -> list[str]:
     """``fairseq-generate`` arguments (the program name excluded). ``bpe``: how the data
     was split into subwords ("subword-nmt" or "sentencepiece"), undone by fairseq;
     ``limits``: sources the model cannot represent are skipped, outputs capped at the
-    decoder's table; ``max_output`` caps them further."""
+    decoder's table; ``max_output`` caps them further; ``user_dir``: fairseq's
+    ``--user-dir`` (a user's own, :mod:`.user_dir`, whose ``__init__`` imports the plugin)."""
     post = ["--remove-bpe"] if bpe == "subword-nmt" else ["--post-process", "sentencepiece"]
     cap = limits.target_cap if limits else None
     tighter = max_output is not None and (cap is None or max_output < cap)
     return [
         str(data_bin),
-        "--user-dir", str(USER_DIR),
+        "--user-dir", str(user_dir),
         "--task", task,
         "--source-lang", src, "--target-lang", tgt,
         "--path", str(checkpoint), "--gen-subset", split,
@@ -77,14 +79,17 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
               subword: dict, *, hyp_path: Path, task: str = "translation", label: str = "",
               in_process: bool = False, max_output: Optional[int] = None,
               say: Optional[Callable[[str], None]] = None, beam: int = BEAM,
-              lenpen: float = LENPEN, extra: Sequence[str] = ()) -> Translation:
+              lenpen: float = LENPEN, extra: Sequence[str] = (),
+              user_dir: Path = USER_DIR) -> Translation:
     """Translate ``split`` of the binarized ``data_bin`` with ``checkpoint``:
     ``fairseq-generate`` writes into ``out_dir`` (its log beside it, ``out_dir`` + ``.log``);
     the hypotheses, detokenized as ``subword`` says (bpe.json or a manifest: ``bpe`` and
     ``tokenizer``, see :func:`fairseq_posenc.tools.textprep.text.detokenize`), go to ``hyp_path``.
     ``label`` names the model in the notes on skipped sources; ``extra``: more
-    fairseq-generate flags (``--cpu``). A damaged checkpoint, or one of another model, stops
-    with :class:`SystemExit` naming it, before fairseq-generate starts."""
+    fairseq-generate flags (``--cpu``); ``user_dir``: its ``--user-dir`` (a user's own must
+    be imported in this process already: the checkpoint is read here first). A damaged
+    checkpoint, or one of another model, stops with :class:`SystemExit` naming it, before
+    fairseq-generate starts."""
     from ...plugin.extrapolation import Untranslatable, checkpoint_limits, source_sizes
 
     lengths = source_sizes(data_bin, split, src, tgt)
@@ -97,7 +102,8 @@ def translate(data_bin: Path, checkpoint: Path, split: str, src: str, tgt: str, 
     run_fairseq("fairseq-generate",
                 generate_args(data_bin, checkpoint, split, src, tgt, out_dir,
                               bpe=subword["bpe"], task=task, limits=skip,
-                              max_output=max_output, beam=beam, lenpen=lenpen) + list(extra),
+                              max_output=max_output, beam=beam, lenpen=lenpen,
+                              user_dir=user_dir) + list(extra),
                 log=log, in_process=in_process, say=say)
     hyps = hypotheses(out_dir / f"generate-{split}.txt", len(lengths), skip.sentences)
     detok = detokenize(hyps, tgt, subword["bpe"], subword.get("tokenizer"))
