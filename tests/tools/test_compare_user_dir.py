@@ -125,13 +125,14 @@ def test_a_users_encoding_is_compared_and_its_option_reaches_the_model(small, tm
     [run] = [r for r in report["runs"] if r["encoding"] == SLOW_NAME]
     assert run["finished"] and row["n"] == 1
     ref = out / "data" / "raw" / "test.de"
+    hyp = out / run["tests"]["test"]["hypotheses"]
     bleu, chrf = json.loads(subprocess.run(
-        [console_script("sacrebleu"), str(ref), "-i", str(out / run["tests"]["test"]["hypotheses"]),
-         "-m", "bleu", "chrf", "-w", "6"], capture_output=True, text=True, check=True,
-        env=subprocess_env()).stdout)
+        [console_script("sacrebleu"), str(ref), "-i", str(hyp), "-m", "bleu", "chrf", "-w", "6"],
+        capture_output=True, text=True, check=True, env=subprocess_env()).stdout)
     assert row["bleu_mean"] == pytest.approx(bleu["score"], abs=0.01)
     assert row["chrf_mean"] == pytest.approx(chrf["score"], abs=0.01)
-    assert f"| `{SLOW_NAME}`" in (out / "report.md").read_text()
+    page = (out / "report.md").read_text()
+    assert f"| `{SLOW_NAME}`" in page and f"ran with `--user-dir {directory}`" in page
     assert (out / "runs" / SLOW_NAME / "seed1" / "inspect" / "index.html").is_file()
     state = saved(out / run["checkpoint"])
     assert state["cfg"]["model"].arch == f"transformer_tiny_{SLOW_NAME}"
