@@ -212,9 +212,13 @@ def absolute_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> lis
         return [heatmap_picture(stack, group, "logits", lambda use: use.term.pair_bias(
             segments, segments, 0, None, ctx)[0], labels(segments), labels(segments),
             "key segment", "query segment")]
-    # PAIR_BIAS over positions: TUPE with --tupe-reset-first, FIRE
-    return [heatmap_picture(stack, group, "logits", lambda use: use.term.pair_bias(
-        n, n, 0, None, PositionContext()), labels(n), labels(n), *axes)]
+    # PAIR_BIAS over positions: TUPE with --tupe-reset-first, FIRE, a user's; the bias is
+    # (H, q, k) or, as PairBias documents it, (1, H, q, k)
+    def pairs(use: TermUse) -> Tensor:
+        bias = use.term.pair_bias(n, n, 0, None, PositionContext())
+        return bias[0] if bias.dim() == 4 else bias
+
+    return [heatmap_picture(stack, group, "logits", pairs, labels(n), labels(n), *axes)]
 
 
 def content_logit_pictures(stack: Stack, group: list[TermUse],
