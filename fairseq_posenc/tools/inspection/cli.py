@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", type=Path, help="checkpoint_best.pt of a model trained "
                    "with --user-dir fairseq_posenc")
     p.add_argument("--out", type=Path, required=True, help="output directory (created)")
+    p.add_argument("--user-dir", type=Path, metavar="DIR", help="the fairseq --user-dir the "
+                   "model was trained with, for an encoding of your own "
+                   "(docs/adding-an-encoding.md)")
     p.add_argument("--max-distance", type=int, default=64, metavar="D",
                    help="plot relative distances -D..D (default 64; at most the model's "
                    "max positions - 1)")
@@ -103,6 +106,13 @@ def summary(loaded: LoadedModel) -> list[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
     check(args)
+    if args.user_dir is not None:  # before the checkpoint names its encoding
+        from ..experiment.user_dir import load
+
+        try:
+            load(args.user_dir)
+        except ValueError as error:
+            raise SystemExit(f"posenc-inspect: {error}") from None
     import torch
 
     with torch.no_grad():  # nothing here trains

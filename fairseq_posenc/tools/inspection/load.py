@@ -97,6 +97,11 @@ def saved_arguments(state: dict[str, Any], path: Path) -> argparse.Namespace:
         raise fail(f"{path} holds no args-based fairseq model arguments. {WHAT_WE_READ}.")
     model_class = ARCH_MODEL_REGISTRY.get(args.arch)
     tag = state["model"].get("_extra_state")
+    recorded = getattr(args, "user_dir", None)
+    if model_class is None and recorded and Path(recorded).name != "fairseq_posenc":
+        raise fail(f"{path} is a model of --arch {args.arch}, an encoding of a --user-dir "
+                   f"this command has not imported: add --user-dir {recorded} (the directory "
+                   "the checkpoint was trained with).")
     if (model_class is None or not issubclass(model_class, PosencTransformerModel)
             or not isinstance(tag, torch.Tensor)):
         raise fail(f"{path} is a model of --arch {args.arch}, not a fairseq-posenc "
