@@ -31,7 +31,6 @@ from ..context import FusedKernel
 from ..random_positions import RandomPositions
 from .options import Declared, flag_name
 
-SHARING_CHOICES = ("none", "layer", "head")
 LAYER_CHOICES = ("all", "first")
 
 

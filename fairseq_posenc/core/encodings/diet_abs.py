@@ -22,7 +22,7 @@ Tables start as N(0, 0.02) (BERT's initializer range).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
@@ -30,8 +30,13 @@ from torch import Tensor, nn
 from ..context import FusedKernel, KernelFamily, PositionContext
 from .base import init_scalar_table
 from .kinds import LowRank
-from .options import MAX_LEN_HELP, Option
+from .options import MAX_LEN_HELP, Option, Sharing
 from .registry import register_encoding
+
+
+#: The rank of ``P_Q, P_K`` (``diet_abs_rank``, ``diet_abs_lin_rank``).
+Rank = Annotated[Optional[int], Option("rank d_p of P_Q, P_K (default: head dimension)",
+                                       minimum=1, metavar="D")]
 
 
 @register_encoding
@@ -42,12 +47,11 @@ class DietAbs(LowRank):
 
     def __init__(
         self, *, num_heads: int, head_dim: int, max_positions: int,
-        diet_abs_rank: Annotated[Optional[int], Option(
-            "rank d_p of P_Q, P_K (default: head dimension)", minimum=1, metavar="D")] = None,
+        diet_abs_rank: Rank = None,
         diet_abs_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
             "positions in the tables; longer inputs are an error"), minimum=1,
             metavar="N")] = None,
-        diet_abs_sharing: Annotated[Literal["none", "layer", "head"], Option(
+        diet_abs_sharing: Annotated[Sharing, Option(
             "share tables across layers (default, as the DIET paper recommends), heads, or "
             "none")] = "layer",
         diet_abs_symmetric: Annotated[bool, Option(

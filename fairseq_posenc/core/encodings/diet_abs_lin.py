@@ -31,16 +31,16 @@ is stock, as for every encoding.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Mapping, Optional
+from typing import Annotated, Any, Mapping, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ..context import PositionContext
 from .base import PositionEncoding, init_scalar_table, layers_with_encoding
-from .diet_abs import DietAbs
+from .diet_abs import DietAbs, Rank
 from .kinds import Projection
-from .options import MAX_LEN_HELP, Option
+from .options import MAX_LEN_HELP, Option, Sharing
 from .registry import register_encoding
 
 
@@ -70,12 +70,11 @@ class DietAbsLin(Projection):
         diet_abs_lin_k: Annotated[int, Option(
             "length k the encoder's keys and values are projected to (default 32, as DIET's "
             "GLUE runs)", minimum=1, hint="DIET uses k = 32.", metavar="K")] = 32,
-        diet_abs_lin_rank: Annotated[Optional[int], Option(
-            "rank d_p of P_Q, P_K (default: head dimension)", minimum=1, metavar="D")] = None,
+        diet_abs_lin_rank: Rank = None,
         diet_abs_lin_max_len: Annotated[Optional[int], Option(MAX_LEN_HELP.format(
             "positions n of E and P_Q; longer inputs are an error"), minimum=1,
             metavar="N")] = None,
-        diet_abs_lin_sharing: Annotated[Literal["none", "layer", "head"], Option(
+        diet_abs_lin_sharing: Annotated[Sharing, Option(
             "share P_Q, P_K across layers (default, as diet_abs), heads, or none; E is "
             "always one per layer")] = "layer",
         tables: Optional[LinTables] = None,

@@ -18,7 +18,7 @@ separate option (segment attention). Tables start as N(0, 0.02) (BERT's initiali
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from ..positions import clipped_index
 from .base import init_scalar_table
 from .kinds import DistanceBias
-from .options import MAX_LEN_HELP, Option
+from .options import MAX_LEN_HELP, Option, Sharing
 from .registry import register_encoding
 
 
@@ -57,7 +57,7 @@ class DietRel(RelativeTable):
 
     def __init__(self, *, num_heads: int, causal: bool, max_positions: int,
                  diet_rel_max_len: TableLen = None,
-                 diet_rel_sharing: Annotated[Literal["none", "layer", "head"], Option(
+                 diet_rel_sharing: Annotated[Sharing, Option(
                      "share tables across layers or heads (default none, as the DIET paper "
                      "recommends)")] = "none") -> None:
         super().__init__(1 if diet_rel_sharing == "head" else num_heads,

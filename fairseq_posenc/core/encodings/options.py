@@ -180,7 +180,10 @@ def _declare(name: str, hint: Any, default: Any, where: str) -> Optional[Declare
     return declared
 
 
-# --- help texts of options that several encodings have, each under its own prefix ------
+# --- options that several encodings have, each under its own prefix ----------------------
+
+#: Tables shared across a stack's layers, across heads, or not at all (DIET, section 5).
+Sharing = Literal["none", "layer", "head"]
 
 #: ``<prefix>_max_len``: the rows of a table over positions or distances.
 MAX_LEN_HELP = "{} (default: --max-source-positions / --max-target-positions)"
