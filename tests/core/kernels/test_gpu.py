@@ -353,3 +353,57 @@ def test_the_torch_api_runs_the_fused_kernels(encoding, dtype):
     scale = want.abs().max()
     assert (got - want).abs().max() < 3e-2 * scale
     assert (steps.float() - got[:, :8]).abs().max() < 3e-2 * scale
+
+
+@pytest.fixture
+def users_distance_bias():
+    """A learned decay by distance written as a user would (docs/adding-an-encoding.md),
+    registered for one test."""
+    from fairseq_posenc.core.encodings import ENCODINGS
+    from fairseq_posenc.nn import DistanceBias, register_encoding
+
+    class LearnedDecay(DistanceBias):
+        name = "test_gpu_learned_decay"
+
+        def __init__(self, *, num_heads: int, test_gpu_width: float = 8.0) -> None:
+            super().__init__()
+            self.width = test_gpu_width
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 2.0, num_heads))
+
+        def distance_bias(self, r_lo: int, r_hi: int) -> torch.Tensor:
+            r = torch.arange(r_lo, r_hi + 1, device=self.scale.device, dtype=self.scale.dtype)
+            return -self.scale[:, None] * r.abs()[None, :] / self.width
+
+    register_encoding(LearnedDecay)
+    try:
+        yield LearnedDecay.name
+    finally:
+        ENCODINGS.pop(LearnedDecay.name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_users_distance_bias_runs_the_fused_kernel(users_distance_bias, dtype):
+    """The planner reads the kind: a user's ``DistanceBias`` takes the fused distance kernel
+    in half precision, in every layer, with its gradient, and gives float32's numbers to half
+    precision."""
+    import fairseq_posenc.nn as posenc
+    from tests.support.distance_kernel import counting_calls
+
+    torch.manual_seed(0)
+    layers = torch.nn.ModuleList(posenc.PositionalSelfAttention(
+        64, 4, users_distance_bias, causal=False) for _ in range(2)).to(CUDA)
+    x = torch.randn(3, 40, 64, device=CUDA)
+
+    def run(x):
+        for attn in layers:
+            x = x + attn(x)
+        return x
+
+    want = run(x)
+    layers.to(dtype)
+    with counting_calls() as calls:
+        got = run(x.to(dtype))
+    got.float().sum().backward()
+    assert len(calls) == 2
+    assert (got.float() - want.detach()).abs().max() < 3e-2 * want.abs().max()
+    assert all(attn.position_encoding.scale.grad is not None for attn in layers)
