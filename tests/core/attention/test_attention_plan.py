@@ -325,27 +325,11 @@ def test_self_checks_are_keyed_by_the_declared_families():
 
 @pytest.fixture
 def users_distance_bias():
-    """A distance bias written as a user would (``fairseq_posenc.nn``'s public kind and
-    decorator), registered for one test."""
-    from fairseq_posenc.nn import DistanceBias, register_encoding
+    """A distance bias written as a user would, registered for one test."""
+    from tests.support.user_encodings import registered
 
-    class LearnedDecay(DistanceBias):
-        name = "test_plan_learned_decay"
-
-        def __init__(self, *, num_heads: int, test_plan_width: float = 4.0) -> None:
-            super().__init__()
-            self.width = test_plan_width
-            self.scale = torch.nn.Parameter(torch.ones(num_heads))
-
-        def distance_bias(self, r_lo: int, r_hi: int) -> torch.Tensor:
-            r = torch.arange(r_lo, r_hi + 1, dtype=self.scale.dtype)
-            return -self.scale[:, None] * r.abs()[None, :] / self.width
-
-    register_encoding(LearnedDecay)
-    try:
-        yield LearnedDecay.name
-    finally:
-        ENCODINGS.pop(LearnedDecay.name)
+    with registered() as name:
+        yield name
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -357,28 +357,11 @@ def test_the_torch_api_runs_the_fused_kernels(encoding, dtype):
 
 @pytest.fixture
 def users_distance_bias():
-    """A learned decay by distance written as a user would (docs/adding-an-encoding.md),
-    registered for one test."""
-    from fairseq_posenc.core.encodings import ENCODINGS
-    from fairseq_posenc.nn import DistanceBias, register_encoding
+    """A distance bias written as a user would, registered for one test."""
+    from tests.support.user_encodings import registered
 
-    class LearnedDecay(DistanceBias):
-        name = "test_gpu_learned_decay"
-
-        def __init__(self, *, num_heads: int, test_gpu_width: float = 8.0) -> None:
-            super().__init__()
-            self.width = test_gpu_width
-            self.scale = torch.nn.Parameter(torch.linspace(0.5, 2.0, num_heads))
-
-        def distance_bias(self, r_lo: int, r_hi: int) -> torch.Tensor:
-            r = torch.arange(r_lo, r_hi + 1, device=self.scale.device, dtype=self.scale.dtype)
-            return -self.scale[:, None] * r.abs()[None, :] / self.width
-
-    register_encoding(LearnedDecay)
-    try:
-        yield LearnedDecay.name
-    finally:
-        ENCODINGS.pop(LearnedDecay.name)
+    with registered() as name:
+        yield name
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
