@@ -221,7 +221,7 @@ def plan_attention(positions: AttachedPositions, call: Call,
     sized = [t for t in positions.sized if t not in concatenated]
     fused, family = None, None
     if not explicit and not chosen and len(sized) == 1:
-        family = _fused_family(sized[0], call, distance_kernel, verified)
+        family = _fused_family(sized[0], call, distance_kernel, verified, positions)
         fused = sized[0] if family is not None else None
     if fused is None and positions.needs_logits:
         explicit, concatenated = True, ()
@@ -289,7 +289,8 @@ def _sdpa_takes_fixed_table(term: "PositionEncoding", call: Call) -> bool:
 
 
 def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: DistanceKernel,
-                  verified: Optional[Verifier]) -> Optional[KernelFamily]:
+                  verified: Optional[Verifier],
+                  positions: AttachedPositions) -> Optional[KernelFamily]:
     """The family in which the fused distance kernel runs ``term``, the layer's one
     ``len x len`` term; None where it does not."""
     family = family_of(term)
@@ -305,6 +306,9 @@ def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: Distanc
                                        or not kernels.auto_fuses(family, call.device, call.dtype,
                                                                 call.dropout, verified)):
         return None
+    if term.kind is PositionKind.PAIR_BIAS:  # a table by distance on some calls (FIRE)
+        return family if term.distance_covers(call.q_len, call.k_len, call.k_len - call.q_len,
+                                              positions.scope.context) else None
     if family is KernelFamily.ROWS:  # no clip shorter than the sentence
         return family if term.rows_cover(call.q_len, call.k_len,
                                          call.k_len - call.q_len) else None

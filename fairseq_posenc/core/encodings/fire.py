@@ -18,15 +18,25 @@ negative stays a log of a positive number), and ``eps = 1e-6`` added to the norm
 gives one per stack, shared by its layers (the paper's FIRE-Shared).
 
 What kind of term it is, and which computation it gets: the bias depends on the query's
-position ``i`` (once ``i > L``), not on ``j - i`` alone, so it is no table by distance and
-the fused distance kernel cannot take it. It is a ``PAIR_BIAS``: the ``(H, n, n)`` table
-over positions is computed once per forward (per module; while decoding, for a window that
-grows geometrically) and read at the rows' real positions
+position ``i`` once ``i > L``, not on ``j - i`` alone, so in general it is a ``PAIR_BIAS``:
+the ``(H, n, n)`` table over positions is computed once per forward (per module; while
+decoding, for a window that grows geometrically) and read at the rows' real positions
 (:func:`~fairseq_posenc.core.encodings.base.absolute_pair_bias`), then added to the float mask
 (SDPA on CUDA; the explicit path on CPU in training, whose fused kernel does not
 differentiate its mask). A decoding step reads its own row ``t`` of the table. The MLP
 runs on ``n x n`` inputs per module and forward (``n x n x w`` hidden values), the
 paper's cost.
+
+Within the threshold it is a table by distance: for a query at ``i <= L`` the normaliser is
+the constant ``psi(L)`` (and in the encoder, for the keys after it, ``psi(max(L, n - 1 -
+i)) = psi(L)`` when ``n - 1 <= L``), so ``b(i, j) = f(sign(i - j) psi(|i - j|) / psi(L))``
+(:meth:`Fire.distance_bias`). A call whose every position is below ``L`` (keys ``0 .. k_len -
+1`` with ``k_len - 1 < L``; :meth:`Fire.distance_covers`) is therefore a
+``DISTANCE`` term too: the planner gives it the fused distance kernel where that kernel runs
+(CUDA, half precision), its gradient reaching the MLP, ``c`` and ``L`` through the
+``(H, 2 n - 1)`` table, and the MLP runs on ``2 n - 1`` inputs instead of ``n x n``. The
+planner reads ``L`` on the host once per forward for all the FIRE modules of a stack
+(:meth:`Fire.host_threshold`: one host synchronisation per stack and forward on CUDA).
 
 Deviations (the paper defines the causal form only):
 
@@ -57,7 +67,7 @@ from torch import Tensor, nn
 
 from ..context import PositionContext, Window
 from ..positions import gather_absolute_pairs, relative_positions
-from .kinds import PairBias
+from .kinds import DistanceBias, PairBias
 from .options import Option
 from .terms import absolute_pair_bias
 from .registry import register_encoding
@@ -80,6 +90,18 @@ def fire_inputs(n: int, c: Tensor, threshold: Tensor) -> Tensor:
     return numerator / normaliser
 
 
+def fire_distance_inputs(r_lo: int, r_hi: int, c: Tensor, threshold: Tensor) -> Tensor:
+    """``(R,)``: ``sign(-r) psi(|r|) / (psi(L) + eps)`` for the distances ``r = j - i`` in
+    ``[r_lo, r_hi]``: :func:`fire_inputs` of every pair whose positions are at most ``L``,
+    by the same operations (so the same numbers)."""
+    dtype = torch.promote_types(c.dtype, torch.float32)
+    c, threshold = c.to(dtype), threshold.to(dtype)
+    diff = -torch.arange(r_lo, r_hi + 1, device=c.device, dtype=dtype)  # i - j
+    numerator = torch.sign(diff) * torch.log1p((c * diff).abs())
+    normaliser = torch.log1p((c * threshold).abs()) + EPS
+    return numerator / normaliser
+
+
 def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tensor:
     """``n - 1 - p``: each token's position counted from its row's last real token
     (``positions`` from the first; padding gets a valid index, it is masked)."""
@@ -88,8 +110,12 @@ def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tenso
 
 
 @register_encoding
-class Fire(PairBias):
+class Fire(PairBias, DistanceBias):
+    """A ``PAIR_BIAS``, and a ``DISTANCE_BIAS`` on the calls within its threshold
+    (:meth:`distance_covers`): the planner reads both."""
+
     name = "fire"
+    kind = PairBias.kind
 
     def __init__(
         self, *, num_heads: int, causal: bool = True,
@@ -115,6 +141,9 @@ class Fire(PairBias):
         #: ``L_0``: fixed; the threshold is ``|l_multiplier * L_0|``.
         self.init_l = float(init_l)
         self.l_multiplier = nn.Parameter(torch.tensor(1.0))
+        #: The FIRE modules of this module's stack (:meth:`build_stack`), whose thresholds
+        #: :meth:`host_threshold` reads together; a plain tuple, not submodules.
+        self.stack_modules: tuple["Fire", ...] = (self,)
 
     @classmethod
     def check_options(cls, values: Mapping[str, Any]) -> None:
@@ -136,17 +165,56 @@ class Fire(PairBias):
     def shares_layers(cls, values) -> bool:
         return values["fire_shared"]
 
+    @classmethod
+    def build_stack(cls, values, num_layers, pos_layers=None, **structural):
+        """:meth:`PositionEncoding.build_stack`, each module told the stack's others."""
+        layers = super().build_stack(values, num_layers, pos_layers, **structural)
+        modules = tuple(dict.fromkeys(m for m in layers if m is not None))
+        for module in modules:
+            module.stack_modules = modules
+        return layers
+
     def threshold(self) -> Tensor:
         """``L = |l L_0|``."""
         return (self.l_multiplier * self.init_l).abs()
 
+    def host_threshold(self, ctx: PositionContext) -> float:
+        """``L`` as a Python float, exactly (float64), read once per forward for every
+        module of the stack (:attr:`stack_modules`): one host synchronisation per stack
+        and forward on CUDA, not one per layer."""
+        stack = self.stack_modules
+        values = ctx.latest(stack, "thresholds on the host", None, lambda: torch.stack(
+            [m.threshold().detach().double() for m in stack]).tolist())
+        return values[stack.index(self)]
+
+    def distance_covers(self, q_len: int, k_len: int, q_offset: int,
+                        ctx: PositionContext) -> bool:
+        """Whether every position of the call is below ``L`` (keys ``0 .. k_len - 1``,
+        the queries among them, and in the encoder the tokens after a query fewer than
+        ``k_len``), so that the bias is :meth:`distance_bias` read at ``j - i``. Positions
+        count real tokens, at most their indices: padding keeps the rule exact. Below,
+        not at: at a position equal to ``L`` the bias is the same, but the pair path's
+        ``max(L, i)`` gives ``L`` half the gradient there (torch's rule at a tie), the
+        table all of it."""
+        return k_len - 1 < self.host_threshold(ctx)
+
+    def through_mlp(self, x: Tensor) -> Tensor:
+        """``f_theta`` of every input of ``x`` (``(...)``), ``(..., H)``."""
+        weight = self.mlp[0].weight
+        return self.mlp(x.to(weight.dtype).unsqueeze(-1))
+
     def table(self, n: int) -> Tensor:
         """``(H, n, n)``: ``M[a, b]`` (:func:`fire_inputs` through the MLP); for ``b <= a``
         the bias of query position ``a`` and key position ``b``."""
-        x = fire_inputs(n, self.c, self.threshold())
-        weight = self.mlp[0].weight
-        out = self.mlp(x.to(weight.dtype).unsqueeze(-1))  # (n, n, H)
-        return out.permute(2, 0, 1)
+        return self.through_mlp(fire_inputs(n, self.c, self.threshold())).permute(2, 0, 1)
+
+    def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
+        """``(H, r_hi - r_lo + 1)``: the bias by distance ``r = j - i`` of the calls whose
+        positions are below ``L`` (:meth:`distance_covers`; the fused distance kernel
+        reads it through :meth:`DistanceBias.distance_table`): ``M[i, j]`` of every such
+        pair, computed on ``2 n - 1`` inputs."""
+        x = fire_distance_inputs(r_lo, r_hi, self.c, self.threshold())
+        return self.through_mlp(x).t()
 
     def pair_bias(self, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:

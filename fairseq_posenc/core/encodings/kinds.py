@@ -14,6 +14,8 @@ what it may add for a fused kernel (:attr:`~.base.PositionEncoding.fused_kernel`
   ``LOW_RANK`` term up to a constant per query (:meth:`LowRank.factors` over ``max_len``
   positions; causal ALiBi);
 * :class:`PairBias` -- ``PAIR_BIAS``: content-free per pair (segments, FIRE, TUPE's reset);
+  fused: ``DISTANCE`` on the calls where it is a table by distance (FIRE within its
+  threshold: :meth:`PairBias.distance_covers`);
 * :class:`LowRank` -- ``LOW_RANK``: ``P_Q, P_K`` over absolute positions whose product is
   added to the logits (DIET-ABS, TUPE); fused: ``EXTRA_DIMENSIONS``;
 * :class:`Rotation` -- ``ROTATION``: queries and keys rotated (RoPE); fused: ``ROTARY``;
@@ -166,6 +168,14 @@ class PairBias(PositionEncoding):
         ``key_padding_mask`` is the padding of the self-attention input, cache included
         (``(B, q_offset + q_len)``, True at padding, or None)."""
         raise NotImplementedError
+
+    def distance_covers(self, q_len: int, k_len: int, q_offset: int,
+                        ctx: PositionContext) -> bool:
+        """A pair bias that also derives from :class:`DistanceBias` (FIRE) declares
+        :attr:`KernelFamily.DISTANCE`: whether this call's bias is its
+        :meth:`DistanceBias.distance_bias` read at ``j - i``, so that the fused distance
+        kernel may run it. The planner asks only where that kernel would run."""
+        return False
 
 
 class LowRank(PositionEncoding):

@@ -87,8 +87,9 @@ ENCODER = {
     "tupe_a": (EXPLICIT, EXTRA, EXTRA),
     # the buckets add a len x len bias on torch's path, which the low-rank term joins
     "tupe_r": (EXPLICIT, SDPA, "fused distance + extra dims"),
-    # a learned bias by pair (it reads the query's position): no distance kernel
-    "fire": (EXPLICIT, SDPA, SDPA),
+    # a learned bias by pair, by distance alone while every position is within its
+    # threshold L (512 at first): the distance kernel takes it there
+    "fire": (EXPLICIT, SDPA, DISTANCE),
     # content logits: the gates are the logits, written out
     "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
 }
@@ -234,8 +235,21 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     ("tupe_r", {"tupe_reset_first": True}, training(CUDA, torch.float16, False), SDPA),
     # FIRE in evaluation: no gradient, so the CPU keeps its pair bias in SDPA's float mask
     ("fire", {}, training(CPU, torch.float32, False, dropout=False, grad=False), SDPA),
-    # a bias by pair has no distance kernel, even where one is asked for
-    ("fire", {"distance_kernel": "fused"}, training(CUDA, torch.float16, True), SDPA),
+    # FIRE: a table by distance while every key is at a position below L (512): the last
+    # key at 511 is; at 512 (a tie: the same bias, not the same gradient into L) and
+    # beyond, a bias by pair
+    ("fire", {}, training(CUDA, torch.float16, True, q_len=512, k_len=512), DISTANCE),
+    ("fire", {}, training(CUDA, torch.bfloat16, False, q_len=513, k_len=513), SDPA),
+    ("fire", {"fire_init_l": 16.0}, training(CUDA, torch.float16, False), SDPA),
+    ("fire", {"fire_init_l": 19.0}, training(CUDA, torch.float16, True), SDPA),
+    ("fire", {"fire_init_l": 19.5}, training(CUDA, torch.float16, True), DISTANCE),
+    ("fire", {"distance_kernel": "fused"}, training(CPU, torch.float32, True), DISTANCE),
+    ("fire", {"distance_kernel": "fused", "fire_init_l": 18.5},
+     training(CPU, torch.float64, True), EXPLICIT),
+    ("fire", {"distance_kernel": "bias"}, training(CUDA, torch.float16, True), SDPA),
+    # a chunk of queries after a cache under a future mask: not the kernel's causality
+    ("fire", {}, training(CUDA, torch.float16, True, q_len=3, k_len=10, incremental=True),
+     SDPA),
     # CoPE's gates are its logits: written out where nothing else asks for them
     ("cope", {}, training(CUDA, torch.bfloat16, False, padding=False, dropout=False,
                           grad=False), EXPLICIT),
@@ -259,6 +273,33 @@ def test_other_calls(name, flags, call, expected):
                if key in flags}
     layer = positions(name, call.causal, **flags)
     assert described(plan_attention(layer, call, verified=verified, **kernels)) == expected
+
+
+def test_fire_reads_its_learned_threshold_once_per_forward_and_stack(monkeypatch):
+    """The planner reads L's current value (a parameter, moved by training) on the host:
+    once per forward for all the stack's FIRE modules, and again in the next forward."""
+    from fairseq_posenc.core.encodings.fire import Fire
+
+    cls = get_encoding("fire")
+    scope = PositionScope()
+    modules = cls.build_stack(option_values(cls, {}), 3, num_heads=2, head_dim=8,
+                              causal=True, max_positions=64)
+    layers = [AttachedPositions.of(m, scope) for m in modules]
+    reads = []
+    threshold = Fire.threshold
+    monkeypatch.setattr(Fire, "threshold", lambda self: reads.append(self) or threshold(self))
+    call = training(CUDA, torch.float16, True)
+
+    def forward() -> list[str]:
+        with scope.open():
+            return [described(plan_attention(layer, call, verified=verified))
+                    for layer in layers]
+
+    assert forward() == [DISTANCE] * 3 and reads == modules
+    with torch.no_grad():  # an update: the second layer's L falls below the last key's 19
+        modules[1].l_multiplier.fill_(18.9 / 512)
+    reads.clear()
+    assert forward() == [DISTANCE, SDPA, DISTANCE] and reads == modules
 
 
 def test_a_kernel_that_failed_its_check_is_not_used():

@@ -128,3 +128,66 @@ def test_bad_flags_are_errors_that_name_the_flag(flags, message):
     with pytest.raises(ValueError) as error:
         build_model("fire", flags)
     assert str(error.value).startswith(message)
+
+
+def fire_within(causal: bool, threshold: float):
+    """A layer whose threshold is ``threshold`` (float64), ``c`` as above."""
+    attn = build_attention("fire", causal=causal, fire_init_l=threshold)
+    with torch.no_grad():
+        attn.encoding.c.fill_(C)
+        attn.encoding.l_multiplier.fill_(1.0)
+    return attn.encoding
+
+
+def parameters_of(enc) -> list:
+    return [*enc.mlp.parameters(), enc.c, enc.l_multiplier]
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_below_the_threshold_the_distance_table_is_the_pair_bias(causal, padded):
+    """Every position below L (T - 1 = 8 < L = 8.25): the table by distance that the fused
+    kernel reads (:meth:`Fire.distance_table`, read at ``j - i``) is today's pair bias at
+    every real pair, bit for bit in float64, and a weighted sum of it has the same
+    gradients with respect to the MLP, c and L (torch.autograd; summed in another order,
+    so to rounding). The encoder's row is left-padded by 3, the decoder's right-padded."""
+    enc = fire_within(causal, T - 0.75)
+    assert enc.distance_covers(T, T, 0, PositionContext())
+    padding = fairseq_padding(B, T, causal) if padded else None
+    pair = enc.pair_bias(T, T, 0, padding, PositionContext()).expand(B, -1, T, T)
+    table, r_lo = enc.distance_table(T, T, 0, PositionContext())
+    assert r_lo == -(T - 1) and table.shape == (2, 2 * T - 1)
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    by_distance = table[:, j - i - r_lo].expand(B, -1, T, T)
+    real = torch.ones(B, 1, T, T, dtype=torch.bool)
+    if padded:
+        real = ~padding[:, None, :, None] & ~padding[:, None, None, :]
+    real = real.expand(B, 2, T, T)
+    assert torch.equal(by_distance[real], pair[real])
+    weights = torch.randn(B, 2, T, T, dtype=torch.float64) * real
+    want = torch.autograd.grad((pair * weights).sum(), parameters_of(enc))
+    got = torch.autograd.grad((by_distance * weights).sum(), parameters_of(enc))
+    for g_want, g_got in zip(want, got):
+        assert g_want.abs().max() > 0
+        torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-12)
+
+
+def test_at_or_beyond_the_threshold_the_pair_path_stays():
+    """At L = 8 = T - 1 the last row's bias is still the table's, but the pair path's
+    max(L, i) ties and gives L half the gradient: not covered; at L = 6.5 the rows 7 and 8
+    read their own normaliser, which no table by distance has."""
+    tie = fire_within(True, T - 1.0)
+    assert not tie.distance_covers(T, T, 0, PositionContext())
+    assert tie.distance_covers(T - 1, T - 1, 0, PositionContext())
+    pair = tie.pair_bias(T, T, 0, None, PositionContext())
+    table, r_lo = tie.distance_table(T, T, 0, PositionContext())
+    assert torch.equal(table[:, -(T - 1) - r_lo], pair[:, T - 1, 0])
+    (g_pair,) = torch.autograd.grad(pair[:, T - 1, 0].sum(), tie.l_multiplier)
+    (g_table,) = torch.autograd.grad(table[:, -(T - 1) - r_lo].sum(), tie.l_multiplier)
+    torch.testing.assert_close(2 * g_pair, g_table)
+    short = fire_within(True, 6.5)
+    assert not short.distance_covers(T, T, 0, PositionContext())
+    pair = short.pair_bias(T, T, 0, None, PositionContext())
+    table, r_lo = short.distance_table(T, T, 0, PositionContext())
+    assert torch.equal(table[:, -6 - r_lo], pair[:, 6, 0])  # row 6 < L
+    assert (table[:, -8 - r_lo] - pair[:, 8, 0]).abs().min() > 1e-6  # row 8 > L

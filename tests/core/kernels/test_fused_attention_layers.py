@@ -24,7 +24,7 @@ from tests.support.layers import layer_run
 
 # (encoding, flags, causal): every DISTANCE_BIAS and DISTANCE_SCALE encoding, Shaw's,
 # Transformer-XL's and Huang 4's terms; TUPE-R's low-rank part joins as extra q.k
-# dimensions; the decoder's ALiBi stays the concatenated kernel.
+# dimensions; the decoder's ALiBi stays the concatenated kernel; FIRE within its threshold.
 LAYER_CASES = [
     ("t5", {}, False), ("t5", {}, True),
     ("diet_rel", {}, False), ("diet_rel", {"diet_rel_sharing": "head"}, True),
@@ -40,6 +40,9 @@ LAYER_CASES = [
     ("shaw", {"shaw_no_value": True}, False),
     ("xl", {}, False), ("xl", {"xl_untie_r": True}, True),
     ("huang4", {}, False), ("huang4", {}, True),
+    # FIRE below its threshold (70 tokens, L = 512): its table by distance, whose gradient
+    # reaches the MLP, c and L
+    ("fire", {}, False), ("fire", {}, True),
 ]
 
 
@@ -159,7 +162,9 @@ def test_fused_kernel_is_chosen_only_where_exact():
             ("shaw", "fused", 0.0, 1), ("shaw", "fused", 0.1, 1), ("shaw", "bias", 0.0, 0),
             ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0), ("huang3", "fused", 0.0, 0),
             ("xl", "fused", 0.0, 1), ("xl", "bias", 0.0, 0), ("huang4", "fused", 0.0, 1),
-            ("huang4", "fused", 0.1, 1),
+            ("huang4", "fused", 0.1, 1), ("fire", "fused", 0.0, 1),
+            # FIRE's threshold below the last position: a bias by pair
+            (("fire", {"fire_init_l": 3.5}), "fused", 0.0, 0),
             # clips shorter than the 5 tokens: distances share a vector, the bias path
             (("xl", {"xl_clamp_len": 3}), "fused", 0.0, 0),
             (("huang4", {"huang4_clip": 2}), "fused", 0.0, 0),
