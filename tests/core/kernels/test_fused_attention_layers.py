@@ -40,8 +40,8 @@ LAYER_CASES = [
     ("shaw", {"shaw_no_value": True}, False),
     ("xl", {}, False), ("xl", {"xl_untie_r": True}, True),
     ("huang4", {}, False), ("huang4", {}, True),
-    # FIRE below its threshold (70 tokens, L = 512): its table by distance, whose gradient
-    # reaches the MLP, c and L
+    # FIRE below its threshold (70 tokens; L = |l 512| with l drawn as the other
+    # parameters, 398 here): its table by distance, whose gradient reaches the MLP, c, L
     ("fire", {}, False), ("fire", {}, True),
 ]
 
@@ -163,7 +163,7 @@ def test_fused_kernel_is_chosen_only_where_exact():
             ("huang2", "fused", 0.0, 1), ("huang2", "bias", 0.0, 0), ("huang3", "fused", 0.0, 0),
             ("xl", "fused", 0.0, 1), ("xl", "bias", 0.0, 0), ("huang4", "fused", 0.0, 1),
             ("huang4", "fused", 0.1, 1), ("fire", "fused", 0.0, 1),
-            # FIRE's threshold below the last position: a bias by pair
+            # FIRE's threshold (|l 3.5| with l drawn: 1.5) below the last position: by pair
             (("fire", {"fire_init_l": 3.5}), "fused", 0.0, 0),
             # clips shorter than the 5 tokens: distances share a vector, the bias path
             (("xl", {"xl_clamp_len": 3}), "fused", 0.0, 0),
