@@ -29,6 +29,16 @@ once. A decoding step costs ``O(t)`` per head: the gates of its own row over the
 keys, their sum from the right, and ``z`` for the ``t + 2`` integer positions that row can
 reach. Nothing is cached across steps (the positions depend on the content).
 
+Memory: the gates, their counts, the interpolation weights, the indices of the two integer
+positions and the interpolated logits are each a ``(B, H, q_len, k_len)`` tensor, and
+autograd would keep most of them for the backward. Every one of them is computed row by
+row, so a call of more than :data:`BLOCK_PAIRS` pairs is computed in blocks of queries
+(:func:`query_block`), each under activation checkpointing where autograd records: its
+intermediates are freed once its logits are out and recomputed, block by block, in the
+backward. The extra memory is then that of one block, ``O(block x k_len)`` per head,
+beside the logits the explicit path writes anyway; the numbers are the same
+(``docs/decisions.md``, "CoPE in blocks of queries").
+
 Deviations:
 
 * Encoder (bidirectional; the paper's model is causal): the gates are summed in both
@@ -48,11 +58,24 @@ from typing import Annotated, Optional
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ..context import PositionContext
 from .kinds import ContentLogits
 from .options import Option
 from .registry import register_encoding
+
+
+#: The pairs (batch x heads x queries x keys) above which a call's logits are computed in
+#: blocks of queries: 2^24, about 1 GB of intermediates per block in float32 (the
+#: recomputation a block costs in the backward is paid only past it).
+BLOCK_PAIRS = 2 ** 24
+
+
+def query_block(batch_heads: int, q_len: int, k_len: int) -> int:
+    """The queries per block for ``batch_heads`` rows of ``q_len`` queries over ``k_len``
+    keys: all of them within :data:`BLOCK_PAIRS`, else as many as fit it (at least 1)."""
+    return max(1, min(q_len, BLOCK_PAIRS // max(1, batch_heads * k_len)))
 
 
 def contextual_positions(gates: Tensor, q_offset: int, causal: bool) -> Tensor:
@@ -116,7 +139,25 @@ class CoPE(ContentLogits):
     def content_logits(self, q: Tensor, k: Tensor, q_offset: int,
                        ctx: PositionContext) -> Tensor:
         """``q_i.k_j + q_i.e[p_ij]`` (``q`` scaled), ``(B, H, q_len, k_len)`` in ``q``'s
-        dtype; the gates, positions and interpolation in float32 at least."""
+        dtype; in blocks of :func:`query_block` queries, each recomputed in the backward,
+        past :data:`BLOCK_PAIRS` pairs."""
+        q_len, k_len = q.size(-2), k.size(-2)
+        block = query_block(q[..., 0, 0].numel(), q_len, k_len)
+        if block >= q_len:
+            return self.block_logits(q, k, q_offset)
+        recorded = torch.is_grad_enabled() and (
+            q.requires_grad or k.requires_grad or self.pos_emb.requires_grad)
+        parts = []
+        for start in range(0, q_len, block):
+            rows = q[..., start:start + block, :]
+            parts.append(checkpoint(self.block_logits, rows, k, q_offset + start,
+                                    use_reentrant=False, preserve_rng_state=False)
+                         if recorded else self.block_logits(rows, k, q_offset + start))
+        return torch.cat(parts, dim=-2)
+
+    def block_logits(self, q: Tensor, k: Tensor, q_offset: int) -> Tensor:
+        """:meth:`content_logits` of the queries ``q`` at ``q_offset ..`` in one piece; the
+        gates, positions and interpolation in float32 at least."""
         logits = torch.matmul(q, k.transpose(-1, -2))  # q is scaled: q.k / sqrt(d_h)
         exact = torch.promote_types(logits.dtype, torch.float32)
         gates = torch.sigmoid(logits.to(exact))

@@ -145,3 +145,76 @@ def test_bad_npos_is_an_error_that_names_the_flag():
     with pytest.raises(ValueError) as error:
         build_model("cope", ["--cope-npos", "1"])
     assert str(error.value).startswith("--cope-npos must be at least 2, got 1.")
+
+
+def layer_gradients(attn, x, causal, padding):
+    """The layer's output on real tokens and the gradients of a weighted sum of it with
+    respect to the input and every parameter (the table among them)."""
+    x = x.clone().requires_grad_(True)
+    out = run(attn, x, causal, padding)
+    weights = torch.randn(out.shape, dtype=out.dtype,
+                          generator=torch.Generator().manual_seed(3))
+    real = (~padding.t())[..., None]
+    grads = torch.autograd.grad((out * weights * real).sum(), [x, *attn.parameters()])
+    return out * real, grads
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocks_of_queries_equal_one_piece(causal, monkeypatch):
+    """Past BLOCK_PAIRS pairs the logits are computed in blocks of queries (here 3, 3 and
+    2 of 8: 2 rows x 2 heads x 8 keys x 3 queries = 96 pairs), each recomputed in the
+    backward: outputs and gradients (input, projections, table) equal to one piece in
+    float64, padding included; without autograd the blocks run once."""
+    import fairseq_posenc.core.encodings.cope as cope
+
+    attn = cope_attention(causal, npos=4)  # p_max = 2: the clamp acts too
+    x = torch.randn(T, B, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    padding = fairseq_padding(B, T, causal)
+    whole = layer_gradients(attn, x, causal, padding)
+    calls = []
+    block_logits = CoPE.block_logits
+
+    def counted(self, q, k, q_offset):
+        calls.append((q.size(-2), q_offset))
+        return block_logits(self, q, k, q_offset)
+
+    monkeypatch.setattr(CoPE, "block_logits", counted)
+    monkeypatch.setattr(cope, "BLOCK_PAIRS", 2 * 2 * T * 3)
+    blocks = layer_gradients(attn, x, causal, padding)
+    assert sorted(calls) == sorted([(3, 0), (3, 3), (2, 6)] * 2)  # forward, backward
+    torch.testing.assert_close(blocks[0], whole[0], rtol=1e-13, atol=1e-13)
+    for got, want in zip(blocks[1], whole[1]):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    calls.clear()
+    with torch.no_grad():
+        assert torch.equal(run(attn, x, causal, padding) * (~padding.t())[..., None],
+                           blocks[0].detach())
+    assert calls == [(3, 0), (3, 3), (2, 6)]
+
+
+def test_blocks_keep_no_pair_sized_tensor_for_the_backward(monkeypatch):
+    """What autograd keeps of the logits' computation (its saved tensors, in bytes): one
+    piece keeps several (B, H, T, T) tensors; in blocks, no more than the queries and
+    keys it recomputes them from (the blocks' logits are concatenated, which keeps
+    nothing)."""
+    import fairseq_posenc.core.encodings.cope as cope
+
+    enc = cope_attention(causal=False).encoding
+    q = torch.randn(2, 2, 64, 4, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, 64, 4, dtype=torch.float64, requires_grad=True)
+    pair_bytes = q[..., 0].numel() * 64 * 8  # one (B, H, T, T) float64 tensor
+
+    def saved_bytes() -> int:
+        saved = []
+
+        def pack(t):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            enc.content_logits(q, k, 0, PositionContext()).sum().backward()
+        return sum(saved)
+
+    assert saved_bytes() > 5 * pair_bytes
+    monkeypatch.setattr(cope, "BLOCK_PAIRS", 2 * 2 * 64 * 8)  # blocks of 8 queries
+    assert saved_bytes() <= q.numel() * 8 + k.numel() * 8 * 8  # q once, k per block
