@@ -390,3 +390,82 @@ def test_a_users_distance_bias_runs_the_fused_kernel(users_distance_bias, dtype)
     assert len(calls) == 2
     assert (got.float() - want.detach()).abs().max() < 3e-2 * want.abs().max()
     assert all(attn.position_encoding.scale.grad is not None for attn in layers)
+
+
+def _close(got, want, rel):
+    """``got`` within ``rel`` of ``want``'s largest magnitude."""
+    return (got.double() - want.double()).abs().max() <= rel * want.double().abs().max()
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_fire_below_its_threshold_runs_the_fused_kernel(causal):
+    """FIRE in fp16 with ``"auto"``: every position below L (100 tokens, L = 512) takes the
+    fused distance kernel with FIRE's table by distance; beyond L (L = 50) the pair path.
+    Against the float64 pair path: the outputs to half precision, and the gradients of the
+    MLP, c and L within 5% of their largest value or no farther than twice fp16's pair path
+    (``distance_kernel="bias"``; a scalar's gradient sums many terms of both signs)."""
+    from tests.support.distance_kernel import counting_calls, set_kernels
+
+    T, B = 100, 4
+    attn = build_attention("fire", causal=causal, embed_dim=64, num_heads=4,
+                           max_positions=128).to(CUDA)
+    x = torch.randn(T, B, 64, dtype=torch.float64, device=CUDA)
+    padding = torch.zeros(B, T, dtype=torch.bool, device=CUDA)
+    if causal:
+        padding[1, -7:] = True  # targets padded on the right, sources on the left
+    else:
+        padding[1, :7] = True
+    for threshold, fused in ((512.0, 1), (50.0, 0)):
+        enc = attn.encoding
+        with torch.no_grad():
+            enc.l_multiplier.fill_(threshold / enc.init_l)
+            enc.c.fill_(0.1)
+        attn.double()
+        set_kernels(attn, "bias", "auto")
+        want_out, want_grads = layer_run(attn, x, causal, padding)
+        attn.half()
+        pair_out, pair_grads = layer_run(attn, x.half(), causal, padding)
+        set_kernels(attn, "auto", "auto")
+        with counting_calls() as calls:
+            got_out, got_grads = layer_run(attn, x.half(), causal, padding)
+        assert len(calls) == fused, threshold
+        assert _close(got_out, want_out, 2e-2)
+        for got, pair, want in zip(got_grads[-6:], pair_grads[-6:], want_grads[-6:]):
+            scale = want.double().abs().max()  # the last six: the MLP's, c, l
+            pair_error = (pair.double() - want.double()).abs().max()
+            error = (got.double() - want.double()).abs().max()
+            assert error <= max(5e-2 * scale, 2 * pair_error), threshold
+
+
+def test_cope_in_blocks_of_queries_on_gpu(monkeypatch):
+    """CoPE past BLOCK_PAIRS in float32 (TF32 off): the same logits and gradients as one
+    piece, and a forward + backward of the logits peaks at less than half one piece's
+    memory (8 blocks of 64 queries of 512)."""
+    import fairseq_posenc.core.encodings.cope as cope
+    from fairseq_posenc.core.context import PositionContext
+
+    enc = build_attention("cope", causal=True, embed_dim=64, num_heads=4,
+                          max_positions=512).encoding.to(CUDA, torch.float32)
+    q = torch.randn(4, 4, 512, 16, device=CUDA) / 4
+    k = torch.randn(4, 4, 512, 16, device=CUDA)
+    weights = torch.randn(4, 4, 512, 512, device=CUDA)
+
+    def run():
+        qg, kg = q.clone().requires_grad_(True), k.clone().requires_grad_(True)
+        enc.pos_emb.grad = None
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = enc.content_logits(qg, kg, 0, PositionContext())
+        (out * weights).sum().backward()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - before
+        return out.detach(), (qg.grad, kg.grad, enc.pos_emb.grad.clone()), peak
+
+    whole = run()
+    monkeypatch.setattr(cope, "BLOCK_PAIRS", 4 * 4 * 512 * 64)
+    blocks = run()
+    assert torch.equal(blocks[0], whole[0])
+    for got, want in zip(blocks[1], whole[1]):
+        assert _close(got, want, 1e-5)
+    assert blocks[2] < 0.5 * whole[2], (blocks[2], whole[2])
