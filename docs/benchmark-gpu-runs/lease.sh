@@ -28,6 +28,12 @@
 #   6  the README's headline on real text: posenc-compare --until-converged on the Debian
 #      gettext corpus, six encodings at once on the GPU, the cap raised in steps
 #      (converged_real.sh; data/gettext carried: docs/real-corpus.md)
+#   7  fire and cope against stock (issue #51): FIRE below its threshold in the fused
+#      distance kernel, CoPE's logits in blocks of queries. First their GPU tests
+#      (tests/core/kernels/test_gpu.py -k "fire or cope"); then training steps, fp16,
+#      128 and 512 tokens (64 x 512 at the default 32768 tokens), with the peak memory.
+#      Targets: fire train <= 1.10 of stock at 128 and 512, peak memory <= 1.05; cope
+#      trains 64 x 512 (no out of memory) with peak memory <= 2.0 of stock
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -170,8 +176,15 @@ case "$part" in
     stage converged-real 120 560 bash docs/benchmark-gpu-runs/converged_real.sh "$out" \
       $(( $(left) - 20 )) "${dry[@]}"
     ;;
+  7)
+    stage fire-cope-tests 60 200 python3 -m pytest tests/core/kernels/test_gpu.py -k "fire or cope" \
+      -q -rfE -p no:cacheprovider --junitxml="$out/gpu-tests-fire-cope.xml"
+    stage fire-cope-train 100 300 "${bench[@]}" --encodings fire cope --lengths "${lengths[@]}" \
+      --dtype "$half" --calls train --out-json "$out/train-fire-cope-fp16.json" \
+      --out-md "$out/train-fire-cope-fp16.md"
+    ;;
   *)
-    echo "unknown part '$part': 1 to 6" >&2
+    echo "unknown part '$part': 1 to 7" >&2
     exit 2
     ;;
 esac

@@ -62,7 +62,7 @@ def test_gpu_runs_are_judged_by_the_gpu_targets():
     assert settings.memory_limit("diet_rel", "cuda") == 1.05
     assert settings.memory_limit("huang1", "cuda") == 1.3
     assert settings.memory_limit("huang3", "cuda") is None
-    assert settings.memory_limit("cope", "cuda") is None
+    assert settings.memory_limit("cope", "cuda") == 2.0
     assert settings.memory_limit("diet_rel", "cpu") is None
     cell = {"ratio": 1.12, "min": 1.11, "max": 1.125}
     row = {"train": cell, "translate": cell, "peak_ratio": {"train": 1.07},
