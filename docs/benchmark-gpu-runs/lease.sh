@@ -28,7 +28,7 @@
 #   6  the README's headline on real text: posenc-compare --until-converged on the Debian
 #      gettext corpus, six encodings at once on the GPU, the cap raised in steps
 #      (converged_real.sh; data/gettext carried: docs/real-corpus.md)
-#   7  fire and cope against stock (issue #51): FIRE below its threshold in the fused
+#   7  fire and cope against stock: FIRE below its threshold in the fused
 #      distance kernel, CoPE's logits in blocks of queries. First their GPU tests
 #      (tests/core/kernels/test_gpu.py -k "fire or cope"); then training steps, fp16,
 #      128 and 512 tokens (64 x 512 at the default 32768 tokens), with the peak memory.
