@@ -465,7 +465,7 @@ def test_cope_in_blocks_of_queries_on_gpu(monkeypatch):
     whole = run()
     monkeypatch.setattr(cope, "BLOCK_PAIRS", 4 * 4 * 512 * 64)
     blocks = run()
-    assert torch.equal(blocks[0], whole[0])
+    assert _close(blocks[0], whole[0], 1e-6)  # cuBLAS may pick another algorithm per block
     for got, want in zip(blocks[1], whole[1]):
         assert _close(got, want, 1e-5)
     assert blocks[2] < 0.5 * whole[2], (blocks[2], whole[2])
