@@ -5,7 +5,8 @@ term (torch's SDPA). Each case runs in a subprocess of its own, whose peak resid
 (``resource.getrusage``'s ``ru_maxrss``) over the first call less its resident memory
 before it is the first figure; the second is the peak of the bytes allocated and not yet
 freed during a later call, from ``torch.profiler``'s events (``profile_memory=True``: each
-op's own net allocation, and the frees outside ops, in the order they began); the time is that of the second call.
+op's own net allocation, and the frees outside ops, in the order they began); the time is
+that of the second call.
 
     python docs/benchmark-cpu-runs/cope_memory.py [BATCH] [LENGTH]
 
