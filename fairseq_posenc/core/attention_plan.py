@@ -8,7 +8,9 @@ causality, dropout, weights asked, a decoding step, autograd, positions chosen p
 sequence) and returns a :class:`Plan`: the path, the term the fused distance kernel runs,
 the low-rank terms concatenated as extra query and key dimensions, and whether the float
 mask needs a gradient. It touches no
-tensor, so a table of cases tests it (``tests/core/attention/test_attention_plan.py``), and
+tensor (a pair bias that is by distance on some calls answers for itself: FIRE reads its
+learned threshold once per forward, :meth:`~fairseq_posenc.core.encodings.kinds.PairBias.
+distance_covers`), so a table of cases tests it (``tests/core/attention/test_attention_plan.py``), and
 :meth:`~fairseq_posenc.core.attention_core.PositionalAttentionCore.attend` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
 """
