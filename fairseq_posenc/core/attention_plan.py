@@ -9,8 +9,8 @@ sequence) and returns a :class:`Plan`: the path, the term the fused distance ker
 the low-rank terms concatenated as extra query and key dimensions, and whether the float
 mask needs a gradient. It touches no
 tensor (a pair bias that is by distance on some calls answers for itself: FIRE reads its
-learned threshold once per forward, :meth:`~fairseq_posenc.core.encodings.kinds.PairBias.
-distance_covers`), so a table of cases tests it (``tests/core/attention/test_attention_plan.py``), and
+learned threshold once per forward, ``PairBias.distance_covers``), so a table of cases
+tests it (``tests/core/attention/test_attention_plan.py``), and
 :meth:`~fairseq_posenc.core.attention_core.PositionalAttentionCore.attend` runs the plan with
 no decision of its own. The rules, kind by kind: ``docs/architecture.md``.
 """
