@@ -26,9 +26,9 @@ settings, which the tasks give the models when they build the generator
 Bad input is an error before any work: the flags' values when the task is set up (a
 factor below 1, a factor or a length without ``--rope-scaling``, a length with a scaling
 that reads none, Llama 3's factors with another scaling), and what needs the checkpoint (an
-encoding other than ``rope`` and ``xpos``, no training length where one is needed) when its configuration is read, before its model
-is built. ``fairseq-train`` builds its model without a checkpoint: the scaling there is an
-error too (translation only).
+encoding other than ``rope`` and ``xpos``, no training length where one is needed) when its
+configuration is read, before its model is built. ``fairseq-train`` builds its model
+without a checkpoint: the scaling there is an error too (translation only).
 """
 
 import argparse  # no ``from __future__ import annotations``: fairseq reads the config's

@@ -111,7 +111,8 @@ def test_xpos_rotation_is_rescaled_and_its_decay_kept():
 
 @pytest.mark.parametrize("args,message", [
     (("linear", 0.5), "--rope-scaling-factor must be at least 1"),
-    (("ntk", 2.0, 100), "--rope-scaling-original-len is read by --rope-scaling yarn, llama3, dynamic only"),
+    (("ntk", 2.0, 100),
+     "--rope-scaling-original-len is read by --rope-scaling yarn, llama3, dynamic only"),
     (("yarn", 2.0, 0), "--rope-scaling-original-len must be a positive number"),
     (("cubic", 2.0), "--rope-scaling must be one of linear, ntk, yarn, llama3, dynamic"),
 ])
