@@ -34,10 +34,10 @@ the base) and ``s >= 1`` the scale factor (the new length over ``L``):
   theta_i / s + g_i theta_i`` (YaRN's ramp with ``alpha = l``, ``beta = h``, no
   temperature). Static: every sentence, short ones too, reads the rescaled frequencies.
 * ``dynamic``: dynamic NTK (emozilla 2023, described in YaRN's sec. 3.3; transformers'
-  ``_compute_dynamic_ntk_parameters``): for a sequence of length ``n``, ``n <= L``: RoPE's frequencies; ``n > L``: the base
-  ``b' = b (s n / L - (s - 1))^(d / (d - 2))``. Hugging Face recomputes ``b'`` as the
-  decoded sequence grows, so keys cached under an earlier base are read with a later one
-  (transformers issue 25104). Here ``n`` is the sequence's *length bound*, fixed for the
+  ``_compute_dynamic_ntk_parameters``): for a sequence of length ``n``, ``n <= L``: RoPE's
+  frequencies; ``n > L``: the base ``b' = b (s n / L - (s - 1))^(d / (d - 2))``. Hugging
+  Face recomputes ``b'`` as the decoded sequence grows, so keys cached under an earlier base
+  are read with a later one (transformers issue 25104). Here ``n`` is the sequence's *length bound*, fixed for the
   whole sequence: :meth:`RopeScaling.dynamic_frequencies` takes one length per sequence,
   which the plugin gives per sentence (the encoder: the sentence's real tokens; the
   decoder: the longest output the generator allows the sentence,
