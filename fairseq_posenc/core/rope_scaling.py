@@ -37,13 +37,13 @@ the base) and ``s >= 1`` the scale factor (the new length over ``L``):
   ``_compute_dynamic_ntk_parameters``): for a sequence of length ``n``, ``n <= L``: RoPE's
   frequencies; ``n > L``: the base ``b' = b (s n / L - (s - 1))^(d / (d - 2))``. Hugging
   Face recomputes ``b'`` as the decoded sequence grows, so keys cached under an earlier base
-  are read with a later one (transformers issue 25104). Here ``n`` is the sequence's
-  *length bound*, fixed for the whole sequence: :meth:`RopeScaling.dynamic_frequencies`
-  takes one length per sequence, which the plugin gives per sentence (the encoder: the
-  sentence's real tokens; the decoder: the longest output the generator allows the
-  sentence, :mod:`fairseq_posenc.plugin.rope_lengths`), so a decoding step and the full
-  forward read the same frequencies, and a sentence's translation does not depend on its
-  batch.
+  are read with a later one (github.com/huggingface/transformers/issues/25104). Here ``n``
+  is the sequence's *length bound*, fixed for the whole sequence:
+  :meth:`RopeScaling.dynamic_frequencies` takes one length per sequence, which the plugin
+  gives per sentence (the encoder: the sentence's real tokens; the decoder: the longest
+  output the generator allows the sentence, :mod:`fairseq_posenc.plugin.rope_lengths`), so
+  a decoding step and the full forward read the same frequencies, and a sentence's
+  translation does not depend on its batch.
 
 Deviation from the YaRN authors' code (jquesnelle/yarn): it ramps linearly over the pair
 index between the indices where ``r = beta`` and ``r = alpha``, rounded down and up to whole
