@@ -18,7 +18,7 @@ from fairseq_posenc.core.encodings.rope import Rope, rotate_pairs
 from fairseq_posenc.core.rope_scaling import RopeScaling
 from fairseq_posenc.plugin import build
 from tests.support.model_utils import build_attention, encoding_values
-from tests.support.naive import TOL, naive_attention, run
+from tests.support.naive import TOL, naive_attention, run, turn_pairs
 
 
 def paper_angles(p: int, d: int, fraction: float) -> list[float]:
@@ -26,15 +26,6 @@ def paper_angles(p: int, d: int, fraction: float) -> list[float]:
     frequencies (``i < floor(P d / 2)``), else not."""
     rotated = math.floor(fraction * d / 2)
     return [p * 10000.0 ** (-2 * i / d) if i < rotated else 0.0 for i in range(d // 2)]
-
-
-def turned(vec, angles):
-    out = vec.clone()
-    for i, a in enumerate(angles):
-        x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
-        out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
-        out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)
-    return out
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -45,7 +36,7 @@ def test_attention_rotates_the_highest_pairs_only(fraction, causal):
                            rope_fraction=fraction)
     x = torch.randn(7, 2, 24, dtype=torch.float64)
     want = naive_attention(attn, x, causal, lambda b, h, i, j, q: 0.0,
-                           rotate=lambda vec, p: turned(vec, paper_angles(p, 12, fraction)))
+                           rotate=lambda vec, p: turn_pairs(vec, paper_angles(p, 12, fraction)))
     assert (run(attn, x, causal) - want).abs().max() < TOL
 
 
@@ -62,8 +53,8 @@ def test_xpos_keeps_the_decay_of_unrotated_pairs():
     rq, rk = attn.encoding.rotate_qk(q, k, 0, attn.scope.context)
     for n, m in ((4, 0), (1, 3)):
         decay = [((2 * i / 8 + 0.4) / 1.4) ** ((n - m) / 512) for i in range(4)]
-        a = turned(q[0, 0, n], paper_angles(n, 8, 0.5))
-        b = turned(k[0, 0, m], paper_angles(m, 8, 0.5))
+        a = turn_pairs(q[0, 0, n], paper_angles(n, 8, 0.5))
+        b = turn_pairs(k[0, 0, m], paper_angles(m, 8, 0.5))
         want = sum(decay[i] * float(a[2 * i:2 * i + 2] @ b[2 * i:2 * i + 2]) for i in range(4))
         assert abs(float(rq[0, 0, n] @ rk[0, 0, m]) - want) < TOL
 
