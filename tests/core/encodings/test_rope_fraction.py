@@ -106,3 +106,18 @@ def test_one_flag_for_both_encodings_and_the_default_is_rope():
     assert build.model_args("transformer_tiny_rope").rope_fraction == 1.0
     assert Rope(head_dim=16).theta.tolist() == pytest.approx(
         [10000.0 ** (-2 * i / 16) for i in range(8)], rel=1e-15, abs=0)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "xpos"])
+def test_the_model_configuration_carries_it_to_every_layer(encoding):
+    """A checkpoint records its model's flags: the model built from them (as at
+    translation) rotates floor(0.6 * 8 / 2) = 2 of the 4 pairs of the test model's heads
+    (d_h = 8)."""
+    from tests.support.model_utils import build_model
+
+    model, _ = build_model(encoding, ["--rope-fraction", "0.6"])
+    ropes = [m for m in model.modules() if isinstance(m, Rope)]
+    assert len(ropes) == 2 and model.args.rope_fraction == 0.6  # one per stack
+    for rope in ropes:
+        assert rope.theta.numel() == 4
+        assert rope.theta[:2].gt(0).all() and not rope.theta[2:].any()
