@@ -42,10 +42,15 @@ def root(tmp_path_factory):
     return root
 
 
+#: The decoder's bound per sentence (``max_len + 1``, ``max_len = n_src - 1``): the source's
+#: length, so that dynamic NTK leaves sentences within the training length unscaled.
+BOUND = ["--max-len-a", "1", "--max-len-b", "-1"]
+
+
 def generate(root, encoding: str, *flags: str):
     return cu.run_script("fairseq-generate", [
         *cu.generate_flags(root / "bin", root / encoding / "checkpoint_last.pt"), *TASK,
-        *flags])
+        *BOUND, *flags])
 
 
 def scores(stdout: str) -> dict[int, float]:
@@ -55,11 +60,16 @@ def scores(stdout: str) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def unscaled(root):
+def unscaled_stdout(root):
     runs = {encoding: generate(root, encoding) for encoding in ("rope", "xpos")}
     for run in runs.values():
         assert run.returncode == 0, run.stderr[-2000:]
-    return {encoding: scores(run.stdout) for encoding, run in runs.items()}
+    return {encoding: run.stdout for encoding, run in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def unscaled(unscaled_stdout):
+    return {encoding: scores(stdout) for encoding, stdout in unscaled_stdout.items()}
 
 
 @pytest.mark.parametrize("encoding,kind", [("rope", "linear"), ("rope", "ntk"),
@@ -76,33 +86,22 @@ def test_a_checkpoint_trained_without_scaling_translates_with_it(root, unscaled,
             in run.stderr
 
 
-#: The decoder's bound per sentence (``max_len + 1``, ``max_len = n_src - 1``): the source's
-#: length, so that dynamic NTK leaves sentences within the training length unscaled.
-BOUND = ["--max-len-a", "1", "--max-len-b", "-1"]
-
-
 def hypotheses(stdout: str) -> dict[int, tuple[float, str]]:
     """``{sentence id: (score, hypothesis)}`` of the ``H-`` lines."""
     return {int(m.group(1)): (float(m.group(2)), m.group(3))
             for m in re.finditer(r"^H-(\d+)\t(\S+)\t(.*)$", stdout, re.MULTILINE)}
 
 
-@pytest.fixture(scope="module")
-def bounded(root):
-    """The unscaled RoPE checkpoint's translations under BOUND."""
-    run = generate(root, "rope", *BOUND)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return run.stdout
-
-
 @pytest.mark.parametrize("kind", ["dynamic", "llama3"])
-def test_long_inputs_translate_differently_and_dynamic_keeps_short_ones(root, bounded, kind):
+def test_long_inputs_translate_differently_and_dynamic_keeps_short_ones(root, unscaled_stdout,
+                                                                       kind):
     """L = 8 tokens with </s>, s = 4. Dynamic NTK rescales a sentence whose bound exceeds
     8 (its source, in the encoder and, with BOUND, in the decoder) and leaves the others
     as trained; Llama 3's scaling is static and may change any sentence."""
-    run = generate(root, "rope", *BOUND, "--rope-scaling", kind, "--rope-scaling-factor",
-                   "4", "--rope-scaling-original-len", "8")
+    run = generate(root, "rope", "--rope-scaling", kind, "--rope-scaling-factor", "4",
+                   "--rope-scaling-original-len", "8")
     assert run.returncode == 0, run.stderr[-2000:]
+    bounded = unscaled_stdout["rope"]
     before, after = hypotheses(bounded), hypotheses(run.stdout)
     source_len = {int(m.group(1)): len(m.group(2).split()) + 1
                   for m in re.finditer(r"^S-(\d+)\t(.*)$", bounded, re.MULTILINE)}
