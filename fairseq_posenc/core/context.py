@@ -111,12 +111,16 @@ class PositionContext:
     input, chosen per sequence for a training forward (SHAPE's shift, ``--random-
     positions``' draw; padding 0), or None: the count of real tokens before it
     (:func:`~fairseq_posenc.core.positions.real_positions`). Every term reads these: absolute
-    ones at them, relative ones at their differences.
+    ones at them, relative ones at their differences. ``lengths``: below.
     """
 
     incremental: bool = False
     segment_ids: Optional[Tensor] = None
     positions: Optional[Tensor] = None
+    #: ``(B,)`` each sequence's length bound, read by a term whose frequencies depend on it
+    #: (RoPE's ``--rope-scaling dynamic``), or None. Set by the plugin's stacks for such a
+    #: term only, and while decoding anew at every step (it depends on the batch).
+    lengths: Optional[Tensor] = None
     _cache: dict[tuple[Hashable, str], Any] = field(default_factory=dict, repr=False)
 
     def ahead(self, n: int) -> int:

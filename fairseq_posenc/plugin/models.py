@@ -56,6 +56,7 @@ from .position_args import (
     uses_segments,
 )
 from .translation_scaling import model_scaling
+from .rope_lengths import decoder_lengths, source_lengths
 
 logger = logging.getLogger(__name__)
 
@@ -255,7 +256,8 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
         segments = (None if self.segment_separator is None else
                     segment_ids(src_tokens, self.segment_separator, self.args.num_segments))
         context = PositionContext(segment_ids=segments,
-                                  positions=self._chosen_positions(src_tokens))
+                                  positions=self._chosen_positions(src_tokens),
+                                  lengths=source_lengths(self.args, src_tokens, self.padding_idx))
         with self.pos_scope.open(context):
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
@@ -288,6 +290,7 @@ class PositionalDecoder(PositionalStack, TransformerDecoder):
             if context is None:
                 context = PositionContext(incremental=True)
                 self.set_incremental_state(incremental_state, "pos_context", context)
+        context.lengths = decoder_lengths(self, encoder_out)  # --rope-scaling dynamic
         with self.pos_scope.open(context):
             return super().extract_features(
                 prev_output_tokens, encoder_out, incremental_state,

@@ -1,7 +1,8 @@
 """``--rope-scaling`` through ``fairseq-generate``'s real command line: tiny RoPE and xPos
 checkpoints trained without scaling (``--task translation_extrapolation --train-max-len
 8``) are translated with each scaling from the flags alone. References: the unscaled run's
-scores (the scaling changes the model), the papers' frequencies for the model that
+scores (the scaling changes the model; dynamic NTK only that of sentences longer than the
+training length), the papers' frequencies for the model that
 fairseq's loading path builds from the same flags, and the messages of bad flags."""
 
 from __future__ import annotations
@@ -41,10 +42,15 @@ def root(tmp_path_factory):
     return root
 
 
+#: The decoder's bound per sentence (``max_len + 1``, ``max_len = n_src - 1``): the source's
+#: length, so that dynamic NTK leaves sentences within the training length unscaled.
+BOUND = ["--max-len-a", "1", "--max-len-b", "-1"]
+
+
 def generate(root, encoding: str, *flags: str):
     return cu.run_script("fairseq-generate", [
         *cu.generate_flags(root / "bin", root / encoding / "checkpoint_last.pt"), *TASK,
-        *flags])
+        *BOUND, *flags])
 
 
 def scores(stdout: str) -> dict[int, float]:
@@ -54,11 +60,16 @@ def scores(stdout: str) -> dict[int, float]:
 
 
 @pytest.fixture(scope="module")
-def unscaled(root):
+def unscaled_stdout(root):
     runs = {encoding: generate(root, encoding) for encoding in ("rope", "xpos")}
     for run in runs.values():
         assert run.returncode == 0, run.stderr[-2000:]
-    return {encoding: scores(run.stdout) for encoding, run in runs.items()}
+    return {encoding: run.stdout for encoding, run in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def unscaled(unscaled_stdout):
+    return {encoding: scores(stdout) for encoding, stdout in unscaled_stdout.items()}
 
 
 @pytest.mark.parametrize("encoding,kind", [("rope", "linear"), ("rope", "ntk"),
@@ -73,6 +84,36 @@ def test_a_checkpoint_trained_without_scaling_translates_with_it(root, unscaled,
     if kind == "yarn":  # the training length from the checkpoint's --train-max-len
         assert "--rope-scaling yarn: training length 8, the checkpoint's --train-max-len" \
             in run.stderr
+
+
+def hypotheses(stdout: str) -> dict[int, tuple[float, str]]:
+    """``{sentence id: (score, hypothesis)}`` of the ``H-`` lines."""
+    return {int(m.group(1)): (float(m.group(2)), m.group(3))
+            for m in re.finditer(r"^H-(\d+)\t(\S+)\t(.*)$", stdout, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "llama3"])
+def test_long_inputs_translate_differently_and_dynamic_keeps_short_ones(root, unscaled_stdout,
+                                                                       kind):
+    """L = 8 tokens with </s>, s = 4. Dynamic NTK rescales a sentence whose bound exceeds
+    8 (its source, in the encoder and, with BOUND, in the decoder) and leaves the others
+    as trained; Llama 3's scaling is static and may change any sentence."""
+    run = generate(root, "rope", "--rope-scaling", kind, "--rope-scaling-factor", "4",
+                   "--rope-scaling-original-len", "8")
+    assert run.returncode == 0, run.stderr[-2000:]
+    bounded = unscaled_stdout["rope"]
+    before, after = hypotheses(bounded), hypotheses(run.stdout)
+    source_len = {int(m.group(1)): len(m.group(2).split()) + 1
+                  for m in re.finditer(r"^S-(\d+)\t(.*)$", bounded, re.MULTILINE)}
+    long = [i for i, n in source_len.items() if n > 8]
+    short = [i for i, n in source_len.items() if n <= 8]
+    assert long and short and set(after) == set(before) == set(range(NUM_TEST))
+    assert any(abs(after[i][0] - before[i][0]) > 1e-3 for i in long)
+    if kind == "dynamic":
+        for i in short:  # the same frequencies, rotated by the per-row product
+            assert after[i][1] == before[i][1] and abs(after[i][0] - before[i][0]) < 1e-4
+    else:
+        assert any(abs(after[i][0] - before[i][0]) > 1e-3 for i in short)
 
 
 def test_the_model_fairseq_generate_loads_has_the_papers_frequencies(root):
@@ -108,7 +149,7 @@ def test_the_model_fairseq_generate_loads_has_the_papers_frequencies(root):
      "--rope-scaling-factor must be at least 1"),
     (["--rope-scaling-factor", "2"], "--rope-scaling-factor go with --rope-scaling"),
     (["--rope-scaling", "ntk", "--rope-scaling-factor", "2", "--rope-scaling-original-len",
-      "8"], "--rope-scaling-original-len is read by --rope-scaling yarn only"),
+      "8"], "--rope-scaling-original-len is read by --rope-scaling yarn, llama3, dynamic only"),
 ])
 def test_bad_flags_stop_the_command_with_a_message_that_names_them(root, flags, message):
     run = generate(root, "rope", *flags)

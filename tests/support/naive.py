@@ -42,9 +42,13 @@ def naive_sinusoid(p: int, d: int) -> list[float]:
 def naive_rope(vec, p, base=10000.0):
     """Su et al. eq. 34: pair (2i, 2i+1) turned by p * base^(-2i/d)."""
     d = vec.numel()
+    return turn_pairs(vec, [p * base ** (-2 * i / d) for i in range(d // 2)])
+
+
+def turn_pairs(vec, angles):
+    """Pair (2i, 2i+1) of ``vec`` turned by ``angles[i]``."""
     out = vec.clone()
-    for i in range(d // 2):
-        a = p * base ** (-2 * i / d)
+    for i, a in enumerate(angles):
         x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
         out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
         out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)

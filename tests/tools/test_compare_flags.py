@@ -121,6 +121,8 @@ class _Corpus:
 # --- variants -----------------------------------------------------------------------------
 
 SCALING = "--rope-scaling ntk --rope-scaling-factor 2"
+LLAMA3 = ("rope:--rope-scaling llama3 --rope-scaling-factor 8 --rope-scaling-original-len 20 "
+          "--rope-scaling-low-freq-factor 1 --rope-scaling-high-freq-factor 4")
 
 
 @pytest.mark.parametrize("flags", [
@@ -138,6 +140,7 @@ def test_a_variant_sets_only_the_rope_scaling_options(raw, tmp_path, capsys, fla
     refused = [f.split("=")[0] for f in flags.split() if f.startswith("--")
                and not f.startswith("--rope-scaling")]
     assert f"{', '.join(refused)}: a variant sets only --rope-scaling, --rope-scaling-factor, " \
+           "--rope-scaling-high-freq-factor, --rope-scaling-low-freq-factor, " \
            "--rope-scaling-original-len" in says
     assert not (tmp_path / "cmp").exists()
 
@@ -147,8 +150,19 @@ def test_the_rope_scaling_options_are_a_variants_own(raw):  # noqa: F811
     settings = cli.settings_of(args, cli.parser())
     for spec in (f"rope:{SCALING}", "rope:--rope-scaling=linear --rope-scaling-factor=4",
                  "rope:--rope-scaling yarn --rope-scaling-factor 4 "
+                 "--rope-scaling-original-len 20", LLAMA3,
+                 "rope:--rope-scaling dynamic --rope-scaling-factor 4 "
                  "--rope-scaling-original-len 20"):
         variants.check([variants.parse(spec)], ["t5", "rope"], settings)
+    assert variants.parse(LLAMA3).name == "rope+llama3-8-20-1-4"
+    generated = fairseq_flags.variant_flags(LLAMA3.partition(":")[2].split(), variants.TASK)
+    assert (generated.rope_scaling_low_freq_factor,
+            generated.rope_scaling_high_freq_factor) == (1.0, 4.0)
+    for spec, says in ((LLAMA3.replace("llama3", "yarn"), "read by --rope-scaling llama3 only"),
+                       ("rope:--rope-scaling dynamic --rope-scaling-factor 4",
+                        "--rope-scaling dynamic needs the training length")):
+        with pytest.raises(ValueError, match=says):
+            variants._check_flags(variants.parse(spec), settings)
     assert variants.parse("rope:--rope-scaling=linear --rope-scaling-factor=4").name == (
         "rope+linear-4")
     generated = fairseq_flags.variant_flags(SCALING.split(), variants.TASK)

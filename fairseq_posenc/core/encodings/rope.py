@@ -18,10 +18,21 @@ Positions are indices in the padded row: fairseq pads on one side only, so real 
 are contiguous and, the encoding being relative, the padding offset cancels. Positions
 chosen per sequence (``--random-positions`` in training) rotate each row by its own.
 
+p-RoPE (Barbero et al., "Round and Round We Go! What makes Rotary Positional Encodings
+useful?", ICLR 2025, arXiv 2410.06205, sec. 6 and its ``apply_p_rope`` listing):
+``--rope-fraction P`` rotates only the ``floor(P d_h / 2)`` highest-frequency pairs
+(``i < floor(P d_h / 2)``), each at RoPE's own ``theta_i`` (not re-spaced), and leaves the
+others unrotated, as the listing does by giving them an infinite wavelength: their
+``theta_i`` is 0 (angle 0, ``cos 1``, ``sin 0``), so the rotation's paths (the complex
+product, the decoding step's matrix, the fused kernel) need nothing of their own.
+``P = 1`` (the default) is RoPE, ``P = 0`` rotates nothing (the paper's 0-RoPE, NoPE).
+
 Rescaled frequencies for sentences longer than the training ones (position interpolation,
-NTK-aware scaling, YaRN; :mod:`fairseq_posenc.core.rope_scaling`) are a constructor argument,
-given at translation time through the plugin's tasks; YaRN's temperature joins the
-queries' scale.
+NTK-aware scaling, YaRN, Llama 3's, dynamic NTK; :mod:`fairseq_posenc.core.rope_scaling`)
+are a constructor argument, given at translation time through the plugin's tasks; YaRN's
+temperature joins the queries' scale. Dynamic NTK's frequencies depend on each
+sequence's length bound (:attr:`PositionContext.lengths`): a row's rotation is then its
+own, as with positions chosen per sequence.
 
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.
@@ -42,6 +53,24 @@ from .kinds import Rotation
 from .options import Option
 from .registry import register_encoding
 
+#: ``--rope-fraction``, declared the same way by ``rope`` and ``xpos``.
+RopeFraction = Annotated[float, Option(
+    "p-RoPE (Barbero et al. 2025): rotate only the fraction P of the frequency pairs, the "
+    "highest frequencies, and leave the lowest unrotated; 0 <= P <= 1 (default 1: RoPE)",
+    minimum=0, metavar="P")]
+
+
+def rotated_pairs(fraction: float, head_dim: int) -> int:
+    """The pairs p-RoPE rotates: ``int(P * d_h // 2)``, as the paper's listing counts them."""
+    return int(fraction * head_dim // 2)
+
+
+def check_fraction(values: Mapping[str, Any]) -> None:
+    fraction = values["rope_fraction"]
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"--rope-fraction is the fraction of frequency pairs that rotate: "
+                         f"0 <= P <= 1, got {fraction}. 1 is RoPE, 0 rotates nothing.")
+
 
 @register_encoding
 class Rope(Rotation):
@@ -51,7 +80,8 @@ class Rope(Rotation):
     def __init__(self, *, head_dim: int, rope_scaling: Optional[RopeScaling] = None,
                  rope_base: Annotated[float, Option(
                      "base of the rotation frequencies (default 10000)",
-                     metavar="B")] = 10000.0) -> None:
+                     metavar="B")] = 10000.0,
+                 rope_fraction: RopeFraction = 1.0) -> None:
         """``rope_scaling``: frequencies rescaled for longer sentences than the training
         ones (None: the paper's)."""
         super().__init__()
@@ -68,6 +98,10 @@ class Rope(Rotation):
         # precision, and the angles p theta with it (:meth:`_exact`)
         self.theta = (base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
                       if scaling is None else scaling.frequencies(head_dim, base))
+        #: p-RoPE: pairs from this one on are not rotated (their frequency is 0).
+        self.rotated = rotated_pairs(rope_fraction, head_dim)
+        self.theta[self.rotated:] = 0.0
+        self.base = base
         self._copies: dict[tuple[str, torch.device], Tensor] = {}
         self.scaling = scaling
         #: The factor on the logits, folded into the queries' scale: YaRN's ``1/t``, else 1.
@@ -75,6 +109,7 @@ class Rope(Rotation):
 
     @classmethod
     def check_options(cls, values: Mapping[str, Any]) -> None:
+        check_fraction(values)
         if not values["rope_base"] > 1:
             raise ValueError(f"--rope-base must be greater than 1, got {values['rope_base']}")
 
@@ -151,9 +186,44 @@ class Rope(Rotation):
                             0, position, compute)
         return window.table[position]
 
+    def _row_rotations(self, q: Tensor, q_offset: int,
+                       ctx: PositionContext) -> tuple[Tensor, Tensor]:
+        """Dynamic NTK: the queries' and keys' factors at positions ``q_offset ..``, each
+        row at the frequencies of its length bound (``ctx.lengths``; a call without them,
+        outside the plugin, bounds every row by the call's length), ``(B, 1, len, d_h/2)``
+        complex, computed in float64 once per forward of the stack."""
+        end = q_offset + q.size(-2)
+        lengths = ctx.lengths
+        if lengths is None:
+            if ctx.incremental:
+                raise ValueError("--rope-scaling dynamic reads each sequence's length bound "
+                                 "while decoding (PositionContext.lengths); the plugin's "
+                                 "decoder sets it: decode through it, or set the context's "
+                                 "lengths")
+            lengths = torch.full((q.size(0),), end, device=q.device)
+
+        def compute() -> tuple[Tensor, Tensor]:
+            theta = self.scaling.dynamic_frequencies(2 * self.theta.numel(), self.base,
+                                                     lengths.to(q.device))
+            theta[:, self.rotated:] = 0.0
+            positions = torch.arange(q_offset, end, dtype=torch.float64, device=q.device)
+            angles = positions[None, :, None] * theta[:, None, :]  # (B, len, d_h/2)
+            magnitudes = self._magnitudes(positions, self._origin(end)) or (
+                torch.ones_like(positions)[:, None],)
+            complex_type = torch.complex128 if q.dtype == torch.float64 else torch.complex64
+            tables = [torch.polar(m.expand_as(angles), angles).to(complex_type).unsqueeze(1)
+                      for m in magnitudes]
+            return tables[0], tables[-1]
+
+        return ctx.latest(self, "dynamic rotations", (lengths, q_offset, end, q.dtype),
+                          compute, batch_dependent=True)
+
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
                   q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
         q_scale = q_scale * self.logit_scale
+        if self.scaling is not None and self.scaling.kind == "dynamic":
+            q_rotation, k_rotation = self._row_rotations(q, q_offset, ctx)
+            return rotate_pairs(q * q_scale, q_rotation), rotate_pairs(k, k_rotation)
         if ctx.positions is not None:
             # Positions chosen per sequence (--random-positions): each row's own factors,
             # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused

@@ -45,6 +45,13 @@ step's one matrix product per tensor all carry the decay at no extra pass. Posit
 indices in the padded row, as RoPE's; the encoding being relative, the padding offset
 cancels. ``--rope-scaling`` at translation time rescales the rotation's frequencies and
 leaves the decay as trained (:mod:`fairseq_posenc.core.rope_scaling`).
+
+``--rope-fraction P`` (p-RoPE, :mod:`~fairseq_posenc.core.encodings.rope`) sets the
+frequencies of the lowest ``d_h/2 - floor(P d_h / 2)`` pairs to 0, and keeps every pair's
+decay: xPos defines ``zeta_i`` by the pair's index, as a factor beside the rotation
+``R(n theta_i)``, not through ``theta_i``, so an unrotated pair is ``q_i
+zeta_i^(n/gamma)``, its contribution ``zeta_i^((n - m)/gamma) k_i . q_i``. These are the
+pairs whose ``zeta_i`` is nearest 1 (``(2i/d_h + 0.4)/1.4``), so they decay the least.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from torch import Tensor
 from ..rope_scaling import RopeScaling
 from .options import Option
 from .registry import register_encoding
-from .rope import Rope
+from .rope import Rope, RopeFraction, check_fraction
 
 #: The rotation's base: RoPE's, as the paper and the authors' code use.
 ROTATION_BASE = 10000.0
@@ -71,10 +78,12 @@ class XPos(Rope):
                  rope_scaling: Optional[RopeScaling] = None,
                  xpos_scale_base: Annotated[float, Option(
                      "gamma, the decay's scale: query and key pairs scaled by zeta^(n/gamma) "
-                     "and zeta^(-m/gamma) (default 512)", metavar="G")] = 512.0) -> None:
+                     "and zeta^(-m/gamma) (default 512)", metavar="G")] = 512.0,
+                 rope_fraction: RopeFraction = 1.0) -> None:
         """``causal``: the decoder's origin is its first position, the encoder's the
         middle of each call's positions (module docstring)."""
-        super().__init__(head_dim=head_dim, rope_scaling=rope_scaling, rope_base=ROTATION_BASE)
+        super().__init__(head_dim=head_dim, rope_scaling=rope_scaling, rope_base=ROTATION_BASE,
+                         rope_fraction=rope_fraction)
         self.scale_base = xpos_scale_base
         self.causal = causal
         zeta = (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim + 0.4) / 1.4
@@ -82,6 +91,7 @@ class XPos(Rope):
 
     @classmethod
     def check_options(cls, values: Mapping[str, Any]) -> None:
+        check_fraction(values)
         if not values["xpos_scale_base"] > 0:
             raise ValueError(f"--xpos-scale-base must be positive, got "
                              f"{values['xpos_scale_base']}. The paper uses 512.")

@@ -33,8 +33,9 @@ encoding are what ``--train-args`` is for.
 
 ``--variants`` (:func:`variant_flags`): a variant may set only the options that the
 plugin's translation task adds to fairseq-generate's for a trained encoding
-(:data:`VARIANT_OPTIONS`: ``--rope-scaling``, ``--rope-scaling-factor``,
-``--rope-scaling-original-len``), the encoding read otherwise at translation time. A variant
+(the plugin task's own, :func:`_variant_options`: ``--rope-scaling``, ``--rope-scaling-factor``,
+``--rope-scaling-original-len``, ``--rope-scaling-low-freq-factor``,
+``--rope-scaling-high-freq-factor``), the encoding read otherwise at translation time. A variant
 is a row tested against the baseline, which translates with the comparison's decoding
 (beam 10, length penalty 0.6, the best hypothesis scored against the references); a
 decoding flag in one row (``--beam``, ``--lenpen``, ``--max-len-b``, ``--nbest``,

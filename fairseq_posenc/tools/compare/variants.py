@@ -20,7 +20,10 @@ message), flags that ``fairseq-generate`` does not take, any other flag than the
 ``--rope-scaling`` options (:func:`.fairseq_flags.variant_flags` says why: every row is
 decoded and scored alike), and a ``--rope-scaling`` the encoding's checkpoints would
 refuse (:mod:`fairseq_posenc.plugin.translation_scaling`'s own checks:
-an encoding without a rotation, YaRN without a training length).
+an encoding without a rotation, YaRN, Llama 3's scaling or dynamic NTK without a training
+length). The ``--rope-scaling`` options are the plugin task's own: ``--rope-scaling
+{linear,ntk,yarn,llama3,dynamic}``, ``--rope-scaling-factor``, ``--rope-scaling-original-len``
+and Llama 3's ``--rope-scaling-low-freq-factor`` and ``--rope-scaling-high-freq-factor``.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ def parse(spec: str) -> Variant:
 
 def _check_flags(variant: Variant, settings: Settings) -> None:
     """ValueError where the encoding's checkpoints would refuse ``variant``'s flags."""
+    from ...core.rope_scaling import NEEDS_LENGTH
     from ...plugin.build import model_args
     from ...core.encodings import ENCODINGS
     from ...plugin.position_args import check_foreign_flags
@@ -115,8 +119,9 @@ def _check_flags(variant: Variant, settings: Settings) -> None:
     generation = variant_flags(variant.flags, TASK)
     scaling = requested_scaling(generation)
     if scaling is not None:
-        if scaling.kind == "yarn" and scaling.original_len is None and not settings.train_max_len:
-            raise ValueError("--rope-scaling yarn needs the training length: add "
+        if (scaling.kind in NEEDS_LENGTH and scaling.original_len is None
+                and not settings.train_max_len):
+            raise ValueError(f"--rope-scaling {scaling.kind} needs the training length: add "
                              "--rope-scaling-original-len N to the variant, or train with "
                              "posenc-compare --train-max-len N (the checkpoints record it)")
         model = copy.copy(model)

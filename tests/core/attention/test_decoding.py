@@ -56,14 +56,22 @@ def test_incremental_equals_full_forward_past_the_first_window(encoding, flags):
     assert_incremental_equals_full(*build_model(encoding, flags), steps=67)
 
 
-@pytest.mark.parametrize("kind", ["linear", "ntk", "yarn"])
+@pytest.mark.parametrize("kind", ["linear", "ntk", "yarn", "llama3", "dynamic"])
 @pytest.mark.parametrize("encoding", ["rope", "xpos"])
 def test_incremental_equals_full_forward_with_rope_scaling(encoding, kind):
-    """--rope-scaling is static (one set of frequencies, YaRN's temperature a constant):
-    keys cached at earlier steps stay valid."""
+    """--rope-scaling is static (one set of frequencies, YaRN's temperature a constant;
+    dynamic NTK's fixed per sentence by its length bound, here fairseq's default 200 for
+    the decoder): keys cached at earlier steps stay valid."""
     config = {"rope_scaling": kind, "rope_scaling_factor": 4.0,
-              "rope_scaling_original_len": 6 if kind == "yarn" else None}
+              "rope_scaling_original_len": None if kind in ("linear", "ntk") else 6}
     assert_incremental_equals_full(*build_model(encoding, config=config), steps=9)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "xpos"])
+def test_incremental_equals_full_forward_with_rope_fraction(encoding):
+    """p-RoPE: unrotated pairs (angle 0) in the step matrix and the full table alike."""
+    assert_incremental_equals_full(*build_model(encoding, ["--rope-fraction", "0.25"]),
+                                   steps=9)
 
 
 def assert_incremental_equals_full(model, d, steps: int) -> None:

@@ -19,7 +19,7 @@ from fairseq_posenc.plugin.extrapolation import (TranslationExtrapolationConfig,
                                           TranslationExtrapolationTask)
 from fairseq_posenc.core.rope_scaling import RopeScaling
 from tests.support.model_utils import build_attention, dictionary
-from tests.support.naive import TOL, naive_attention, run
+from tests.support.naive import TOL, naive_attention, run, turn_pairs
 
 
 def yarn_theta(i: int, d: int, base: float, s: float, length: int) -> float:
@@ -29,15 +29,6 @@ def yarn_theta(i: int, d: int, base: float, s: float, length: int) -> float:
     r = length / (2 * math.pi / theta)
     gamma = 0.0 if r < 1 else 1.0 if r > 32 else (r - 1) / (32 - 1)
     return (1 - gamma) * theta / s + gamma * theta
-
-
-def paper_rotation(vec, angles):
-    out = vec.clone()
-    for i, a in enumerate(angles):
-        x0, x1 = float(vec[2 * i]), float(vec[2 * i + 1])
-        out[2 * i] = x0 * math.cos(a) - x1 * math.sin(a)
-        out[2 * i + 1] = x0 * math.sin(a) + x1 * math.cos(a)
-    return out
 
 
 def rotated(kind: str, s: float, length: int = 300, base: float = 10000.0):
@@ -50,7 +41,7 @@ def rotated(kind: str, s: float, length: int = 300, base: float = 10000.0):
             angles = [p * (base * s ** (d / (d - 2))) ** (-2 * i / d) for i in range(d // 2)]
         else:
             angles = [p * yarn_theta(i, d, base, s, length) for i in range(d // 2)]
-        return paper_rotation(vec, angles)
+        return turn_pairs(vec, angles)
     return rotate
 
 
@@ -111,9 +102,10 @@ def test_xpos_rotation_is_rescaled_and_its_decay_kept():
 
 @pytest.mark.parametrize("args,message", [
     (("linear", 0.5), "--rope-scaling-factor must be at least 1"),
-    (("ntk", 2.0, 100), "--rope-scaling-original-len is read by --rope-scaling yarn only"),
+    (("ntk", 2.0, 100),
+     "--rope-scaling-original-len is read by --rope-scaling yarn, llama3, dynamic only"),
     (("yarn", 2.0, 0), "--rope-scaling-original-len must be a positive number"),
-    (("cubic", 2.0), "--rope-scaling must be one of linear, ntk, yarn"),
+    (("cubic", 2.0), "--rope-scaling must be one of linear, ntk, yarn, llama3, dynamic"),
 ])
 def test_bad_values_name_the_flag(args, message):
     with pytest.raises(ValueError, match=message):

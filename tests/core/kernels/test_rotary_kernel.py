@@ -76,6 +76,19 @@ def test_xpos_scaled_rotation_forward_and_backward(dtype, tol):
     assert (xd.grad.cpu().double() - xr.grad).abs().max() < tol * 4 * xr.grad.abs().max()
 
 
+def test_unrotated_pairs_pass_through_the_kernel():
+    """p-RoPE (--rope-fraction 0.5, d_h = 16): RoPE's table with frequency 0 on pairs 4-7,
+    whose cos 1 and sin 0 leave them exactly as they are; pairs 0-3 as the paper's."""
+    rope = Rope(head_dim=16, rope_fraction=0.5)
+    angle = torch.arange(20, dtype=torch.float64)[:, None] * rope.theta
+    table = torch.polar(torch.ones_like(angle), angle).to(torch.complex64)
+    x = torch.randn(2, 3, 20, 16, generator=torch.Generator().manual_seed(3))
+    out = rotary.rotate(x.to(DEVICE), table.to(DEVICE)).cpu()
+    assert torch.equal(out[..., 8:], x[..., 8:])
+    ref = paper_rotation(x, torch.arange(20))
+    assert (out[..., :8].double() - ref[..., :8]).abs().max() < 1e-5
+
+
 def test_fused_and_complex_paths_round_alike():
     """The same float32 arithmetic: float16 outputs equal to the last bit or one apart."""
     x = torch.randn(2, 4, 33, 64, generator=torch.Generator().manual_seed(1)).half()
