@@ -13,10 +13,10 @@ The model is fairseq's args-based ``TransformerModel`` with
 Each stack (encoder, decoder) is built from its own view of the arguments
 (:func:`.stacks.stack_args`: ``pos_encoding`` is the stack's encoding), in one phase: its
 position terms first (one encoding per layer, or one shared by all layers; segment
-attention), then the layers, each built with its terms. The stack owns (registers) the terms; it builds a :class:`PositionContext`
-for each forward, which its layers read through the stack's :class:`PositionScope`, and
-the decoder keeps one context per generated sequence in ``incremental_state`` so that
-per-step work is a slice.
+attention), then the layers, each built with its terms. The stack owns (registers) the
+terms; it builds a :class:`PositionContext` for each forward, which its layers read through
+the stack's :class:`PositionScope`, and the decoder keeps one context per generated
+sequence in ``incremental_state`` so that per-step work is a slice.
 """
 
 from __future__ import annotations

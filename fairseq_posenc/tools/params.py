@@ -69,7 +69,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     known, flags = parser.parse_known_args(argv)
     total, base = counts(known.arch, flags, known.vocab)
     delta = total - base
-    print(f"{known.arch}{stacks_note(known.arch, flags)}\tparameters {total:,}\t+{delta:,} ({100 * delta / base:+.2f}%) "
+    print(f"{known.arch}{stacks_note(known.arch, flags)}\tparameters {total:,}\t"
+          f"+{delta:,} ({100 * delta / base:+.2f}%) "
           f"over sinusoidal ({base:,}), vocabulary {known.vocab:,}")
     return 0
 
