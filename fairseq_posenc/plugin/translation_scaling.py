@@ -100,8 +100,8 @@ def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> 
                    f"--encoder-pos-encoding {names['encoder']} --decoder-pos-encoding "
                    f"{names['decoder']}")
         raise ValueError(f"--rope-scaling rescales a rotation's frequencies: it applies to "
-                         f"checkpoints of --pos-encoding rope or xpos (in either stack), and "
-                         f"this one has {trained}; drop the --rope-scaling flags")
+                         f"checkpoints of --pos-encoding rope or xpos, and this one has "
+                         f"{trained}; drop the --rope-scaling flags")
     if scaling.kind == "yarn" and scaling.original_len is None:
         recorded = getattr(model_cfg, "train_max_len", 0) or None
         if recorded is None:

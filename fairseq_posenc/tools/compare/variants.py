@@ -112,9 +112,12 @@ def _check_flags(variant: Variant, settings: Settings, row: str) -> None:
     if given:
         trained = model_args(arch(settings, row), [*model_flags(settings, row), *variant.flags])
         check_foreign_flags(trained, *(ENCODINGS[e] for e in of(row).encodings))
-        raise ValueError(f"{', '.join(given)}: a training flag of {of(row).describe()}, "
-                         "fixed in its checkpoints; to compare it, add a labelled row "
-                         "(--encodings \"LABEL=ENC:FLAGS\")")
+        plain = of(row).to_json() == {"encoder": row, "decoder": row, "flags": []}
+        trained_as = (f"--pos-encoding {row}" if plain
+                      else f"the row {row} ({of(row).describe()})")
+        raise ValueError(f"{', '.join(given)}: a training flag of {trained_as}, fixed in its "
+                         "checkpoints; to compare it, add a labelled row (--encodings "
+                         "\"LABEL=ENC:FLAGS\")")
     generation = variant_flags(variant.flags, TASK)
     scaling = requested_scaling(generation)
     if scaling is not None:
