@@ -21,7 +21,7 @@ from typing import Any
 
 from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
 
-from ..core.encodings import ENCODINGS, get_encoding
+from ..core.encodings import ENCODINGS
 from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
 from ..core.encodings.options import Declared
 from ..core.encodings.registry import option_owners, option_values

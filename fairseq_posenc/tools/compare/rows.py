@@ -90,15 +90,23 @@ def of(value: str) -> Row:
     return Row(value, encoder, decoder or None)
 
 
-def parse(spec: str) -> Row:
-    """One ``--encodings`` value (see the module docstring); ValueError saying what is
-    wrong and what to write."""
+def split_spec(spec: str, option: str) -> tuple[str, bool, str, bool, tuple[str, ...]]:
+    """``[LABEL=]ENC[:FLAGS]``, the syntax of ``--encodings`` and ``--variants``: (label,
+    whether ``=`` was given, ENC, whether ``:`` was given, the flags split as a shell
+    would); ValueError naming ``option`` for unbalanced quotes."""
     head, colon, flags_text = spec.partition(":")
     label, equals, encoding = head.rpartition("=")
     try:
         flags = tuple(shlex.split(flags_text))
     except ValueError as e:
-        raise ValueError(f"--encodings {spec!r}: {e}") from None
+        raise ValueError(f"{option} {spec!r}: {e}") from None
+    return label, bool(equals), encoding, bool(colon), flags
+
+
+def parse(spec: str) -> Row:
+    """One ``--encodings`` value (see the module docstring); ValueError saying what is
+    wrong and what to write."""
+    label, equals, encoding, colon, flags = split_spec(spec, "--encodings")
     encoder, slash, decoder = encoding.partition("/")
     if (not encoder or (slash and not decoder) or "/" in decoder or (colon and not flags)
             or (colon and not equals)):

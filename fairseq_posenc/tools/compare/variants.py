@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import logging
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -39,7 +38,7 @@ from .data import Corpus
 from .execute import evaluate, say
 from .fairseq_flags import variant_flags
 from .plan import Run, arch, model_flags, user_dir
-from .rows import of
+from .rows import of, split_spec
 from .settings import Settings
 
 #: The task variants translate with.
@@ -76,12 +75,7 @@ class Variant:
 def parse(spec: str) -> Variant:
     """``[LABEL=]ENCODING:FLAGS`` (see the module docstring); ValueError saying what is
     wrong."""
-    head, colon, flags_text = spec.partition(":")
-    label, _, encoding = head.rpartition("=")
-    try:
-        flags = tuple(shlex.split(flags_text))
-    except ValueError as e:
-        raise ValueError(f"--variants {spec!r}: {e}") from None
+    label, _, encoding, colon, flags = split_spec(spec, "--variants")
     if not colon or not encoding or not flags:
         raise ValueError(f"--variants {spec!r} is not [LABEL=]ENCODING:FLAGS, e.g. "
                          "\"rope:--rope-scaling yarn --rope-scaling-factor 4\"")
