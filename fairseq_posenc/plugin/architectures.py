@@ -5,7 +5,9 @@
 * ``transformer_tiny_NAME`` -- 2+2 layers, 128 wide, 4 heads, FFN 256, for tests and demos;
 
 plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, where
-``--pos-encoding`` chooses the encoding. Architecture functions only fill in values that
+``--pos-encoding`` chooses the encoding. An architecture's encoding is ``--pos-encoding``'s,
+the default of each stack's (``--encoder-pos-encoding``, ``--decoder-pos-encoding``:
+:mod:`.stacks`). Architecture functions only fill in values that
 are unset, because fairseq runs them again on the saved arguments of a checkpoint.
 """
 

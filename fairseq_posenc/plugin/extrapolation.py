@@ -31,6 +31,7 @@ from fairseq.tasks import register_task
 from ..core.encodings import get_encoding
 from .translation_scaling import RopeScalingConfig, RopeScalingTask
 from .position_args import encoding_values
+from .stacks import stack_names
 
 
 @dataclass
@@ -70,11 +71,14 @@ class LengthLimits:
 
 
 def length_limits(model_args: argparse.Namespace) -> LengthLimits:
-    """From a checkpoint's model configuration (``cfg["model"]``, or its ``args``)."""
-    encoding = get_encoding(model_args.pos_encoding)
-    values = encoding_values(model_args, encoding)
+    """From a checkpoint's model configuration (``cfg["model"]``, or its ``args``): the
+    source's from the encoder's encoding, the target's from the decoder's."""
+    names = stack_names(model_args)
 
     def limit(positions_flag: str, positions: int) -> tuple[int, str]:
+        stack = "encoder" if "source" in positions_flag else "decoder"
+        encoding = get_encoding(names[stack])
+        values = encoding_values(model_args, encoding)
         table = encoding.max_length(values, positions)
         if table is not None and table < positions:
             return table, encoding.max_length_flag(values) or positions_flag

@@ -2,19 +2,21 @@
 
 The model is fairseq's args-based ``TransformerModel`` with
 
-* ``--pos-encoding NAME`` choosing the encoding (``fairseq_posenc.core.encodings``) and one flag
-  per hyperparameter of each encoding;
+* ``--pos-encoding NAME`` choosing the encoding (``fairseq_posenc.core.encodings``), or one
+  per stack (``--encoder-pos-encoding``, ``--decoder-pos-encoding``: :mod:`.stacks`), and
+  one flag per hyperparameter of each encoding;
 * for input encodings, fairseq's own position embeddings configured accordingly;
 * for attention-level encodings, input positions off (as in the papers; ``--keep-input-
   positions`` keeps them for ablations) and every encoder and decoder self-attention
   replaced by :class:`PositionalMultiheadAttention`. Encoder-decoder attention is stock.
 
-Each stack (encoder, decoder) is built in one phase: its position terms first (one encoding
-per layer, or one shared by all layers; segment attention), then the layers, each built
-with its terms. The stack owns (registers) the terms; it builds a :class:`PositionContext`
-for each forward, which its layers read through the stack's :class:`PositionScope`, and
-the decoder keeps one context per generated sequence in ``incremental_state`` so that
-per-step work is a slice.
+Each stack (encoder, decoder) is built from its own view of the arguments
+(:func:`.stacks.stack_args`: ``pos_encoding`` is the stack's encoding), in one phase: its
+position terms first (one encoding per layer, or one shared by all layers; segment
+attention), then the layers, each built with its terms. The stack owns (registers) the
+terms; it builds a :class:`PositionContext` for each forward, which its layers read through
+the stack's :class:`PositionScope`, and the decoder keeps one context per generated
+sequence in ``incremental_state`` so that per-step work is a slice.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from .position_args import (
     separator_index,
     uses_segments,
 )
+from .stacks import model_tag, stack_args
 from .translation_scaling import model_scaling
 from .rope_lengths import decoder_lengths, source_lengths
 
@@ -320,26 +323,31 @@ class PosencTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
-        return PositionalEncoder(args, src_dict, embed_tokens)
+        return PositionalEncoder(stack_args(args, "encoder"), src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
-        return PositionalDecoder(args, tgt_dict, embed_tokens,
+        return PositionalDecoder(stack_args(args, "decoder"), tgt_dict, embed_tokens,
                                  no_encoder_attn=getattr(args, "no_cross_attention", False))
 
-    # The encoding travels with the weights (see checkpoint.py).
+    # The encodings travel with the weights (see checkpoint.py): NAME, or ENCODER/DECODER.
     def get_extra_state(self) -> Tensor:
-        return encode_tag(self.args.pos_encoding)
+        return encode_tag(model_tag(self.args))
 
     def set_extra_state(self, state: Any) -> None:
         theirs = decode_tag(state) if isinstance(state, torch.Tensor) else repr(state)
-        if theirs != self.args.pos_encoding:
+        ours = model_tag(self.args)
+        if theirs != ours:
+            def flags(tag: str) -> str:
+                encoder, _, decoder = tag.partition("/")
+                return (f"--encoder-pos-encoding {encoder} --decoder-pos-encoding {decoder}"
+                        if decoder else f"--pos-encoding {tag}")
             raise ValueError(
-                f"this checkpoint was trained with --pos-encoding {theirs}, but the model "
-                f"being built uses --pos-encoding {self.args.pos_encoding}. "
+                f"this checkpoint was trained with {flags(theirs)}, but the model "
+                f"being built uses {flags(ours)}. "
                 "fairseq-generate and fairseq-interactive rebuild the model from the "
                 "checkpoint's own arguments; for fairseq-train --restore-file or "
-                f"--finetune-from-model pass the checkpoint's --arch and --pos-encoding {theirs}."
+                f"--finetune-from-model pass the checkpoint's --arch and {flags(theirs)}."
             )
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):

@@ -3,7 +3,8 @@
 Every encoding's options (:mod:`fairseq_posenc.core.encodings.options`, its constructor's
 keyword arguments) become flags here: option ``shaw_clip`` is ``--shaw-clip``, with the
 declared default, type, choices and help (prefixed with the encodings that declare it; an
-option two encodings declare is one flag). Beside them: ``--pos-encoding``, ``--pos-layers``,
+option two encodings declare is one flag). Beside them: ``--pos-encoding`` (and one per stack,
+``--encoder-pos-encoding`` and ``--decoder-pos-encoding``: :mod:`.stacks`), ``--pos-layers``,
 ``--pos-kernels``, ``--keep-input-positions``, ``--random-positions`` and the segment flags.
 
 fairseq parses model flags with ``argument_default=SUPPRESS`` and leaves defaults to the
@@ -20,12 +21,14 @@ from typing import Any
 
 from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, DEFAULT_MAX_TARGET_POSITIONS
 
-from ..core.encodings import ENCODINGS, get_encoding
+from ..core.encodings import ENCODINGS
 from ..core.encodings.base import LAYER_CHOICES, PositionEncoding
 from ..core.encodings.options import Declared
 from ..core.encodings.registry import option_owners, option_values
 from ..core.random_positions import FLAG as RANDOM_POSITIONS
 from ..core.kernel_choice import KERNEL_CHOICES
+from .stacks import (SIDES, STACKS, add_stack_args, check_input_flags, settle_input_flags,
+                     stack_encodings, stack_label, stack_names)
 
 DEFAULT_ENCODING = "sinusoidal"
 #: ``--num-segments``: at least one segment.
@@ -37,6 +40,7 @@ def add_position_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--pos-encoding", choices=sorted(ENCODINGS), default=None,
         help=f"position encoding (default: the architecture's, else {DEFAULT_ENCODING})")
+    add_stack_args(group)
     group.add_argument(
         "--pos-layers", choices=LAYER_CHOICES, default=None,
         help="self-attention layers that get an attention-level encoding: all, or the "
@@ -111,19 +115,22 @@ def encoding_values(args: argparse.Namespace,
     return option_values(encoding, given)
 
 
-def check_foreign_flags(args: argparse.Namespace, encoding: type[PositionEncoding]) -> None:
-    """A flag of another encoding given a value (not its default): an error that names the
-    flag and the encodings it belongs to, before anything is built."""
-    own = {option.name for option in encoding.options}
+def check_foreign_flags(args: argparse.Namespace, *encodings: type[PositionEncoding]) -> None:
+    """A flag of an encoding that none of ``encodings`` (the stacks') is, given a value (not
+    its default): an error that names the flag and the encodings it belongs to, before
+    anything is built."""
+    own = {option.name for encoding in encodings for option in encoding.options}
     declared = {option.name: option for other in ENCODINGS.values() for option in other.options}
-    for name, names in option_owners().items():
+    names = list(dict.fromkeys(e.name for e in encodings))
+    where = (f"--pos-encoding {names[0]}, which has no use" if len(names) == 1 else
+             f"the stacks' encodings ({' and '.join(names)}), neither of which has any use")
+    for name, names_of in option_owners().items():
         option = declared[name]
         value = getattr(args, name, option.default)
         if name not in own and value is not None and value != option.default:
             raise ValueError(
-                f"{option.flag} is a flag of --pos-encoding {', '.join(names)}, not of "
-                f"--pos-encoding {args.pos_encoding}, which has no use for it: remove it, "
-                "or choose an encoding it belongs to.")
+                f"{option.flag} is a flag of --pos-encoding {', '.join(names_of)}, not of "
+                f"{where} for it: remove it, or choose an encoding it belongs to.")
 
 
 def uses_segments(args: argparse.Namespace) -> bool:
@@ -142,39 +149,35 @@ def separator_index(args: argparse.Namespace, dictionary) -> int:
 
 
 def configure_positions(args: argparse.Namespace) -> None:
-    """Validate the position flags and set fairseq's own position-embedding flags."""
+    """Validate the position flags and set fairseq's own position-embedding flags; each
+    stack's encoding is written into ``args`` (so a checkpoint records both)."""
     args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
-    encoding = get_encoding(args.pos_encoding)
-    check_foreign_flags(args, encoding)
-    values = encoding_values(args, encoding)
+    names = stack_names(args)
+    args.encoder_pos_encoding, args.decoder_pos_encoding = names["encoder"], names["decoder"]
+    encodings = stack_encodings(args)
+    check_foreign_flags(args, *encodings.values())
+    values = {stack: encoding_values(args, encoding) for stack, encoding in encodings.items()}
     if uses_segments(args) and not (isinstance(args.num_segments, int)
                                     and args.num_segments >= 1):
         raise ValueError(f"--num-segments must be a positive integer, got "
                          f"{args.num_segments!r}. {NUM_SEGMENTS_HINT}")
-    check_random_positions(args, encoding, values, (
-        getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS,
-        getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS))
-    if encoding.at_input:
-        wanted = encoding.fairseq_flags  # (no_token_positional_embeddings, learned_pos)
-        given = (bool(args.no_token_positional_embeddings),
-                 bool(args.encoder_learned_pos or args.decoder_learned_pos))
-        if given not in (wanted, (False, False)):
-            raise ValueError(
-                f"--pos-encoding {args.pos_encoding} conflicts with "
-                "--no-token-positional-embeddings / --encoder-learned-pos / "
-                "--decoder-learned-pos: choose the input encoding with --pos-encoding "
-                f"({', '.join(n for n, e in sorted(ENCODINGS.items()) if e.at_input)}) alone.")
-        args.no_token_positional_embeddings, learned = wanted
-        args.encoder_learned_pos = args.decoder_learned_pos = learned
-    elif not args.keep_input_positions:
-        args.no_token_positional_embeddings = True
+    limits = {"encoder": getattr(args, "max_source_positions", None)
+              or DEFAULT_MAX_SOURCE_POSITIONS,
+              "decoder": getattr(args, "max_target_positions", None)
+              or DEFAULT_MAX_TARGET_POSITIONS}
+    for stack in STACKS:
+        check_random_positions(args, encodings[stack], values[stack], limits[stack], stack)
+    check_input_flags(args)
+    settle_input_flags(args)
 
 
 def check_random_positions(args: argparse.Namespace, encoding: type[PositionEncoding],
-                           values: dict[str, Any], max_positions: tuple[int, int]) -> None:
-    """``--random-positions``: a positive span, an encoding it applies to, and a span that
-    fits every table of positions the model has (``max_positions``: the source's and the
-    target's); a ``ValueError`` naming the flag."""
+                           values: dict[str, Any], max_positions: int,
+                           stack: str = "encoder") -> None:
+    """``--random-positions`` in ``stack``: a positive span, an encoding it applies to (the
+    flag is the model's: every stack draws, so each stack's encoding must take it), and a
+    span that fits the stack's table of positions (``max_positions``); a ``ValueError``
+    naming the flag."""
     span = getattr(args, "random_positions", None)
     if span is None:
         return
@@ -182,21 +185,20 @@ def check_random_positions(args: argparse.Namespace, encoding: type[PositionEnco
         raise ValueError(f"{RANDOM_POSITIONS} must be a positive integer (the number of "
                          f"positions drawn from), got {span}. Leave it unset for positions "
                          "0..n-1.")
+    chosen = stack_label(args, stack)
     refusal = encoding.random_positions_refusal(values)
     if refusal is not None:
-        raise ValueError(f"{RANDOM_POSITIONS} cannot apply to --pos-encoding "
-                         f"{args.pos_encoding}: {refusal}.")
-    learned_input = bool(getattr(args, "encoder_learned_pos", False)
-                         or getattr(args, "decoder_learned_pos", False))
-    for side, positions in zip(("source", "target"), max_positions):
-        default_flag = f"--max-{side}-positions"
-        limit = encoding.max_length(values, positions)
-        flag = encoding.max_length_flag(values) or default_flag
-        if limit is None and learned_input and getattr(args, "keep_input_positions", False):
-            limit, flag = positions, default_flag  # fairseq's learned input table, kept
-        if limit is not None and span > limit:
-            raise ValueError(
-                f"{RANDOM_POSITIONS} {span} draws positions up to {span - 1}, but "
-                f"--pos-encoding {args.pos_encoding} has a table of {limit} {side} positions "
-                f"({flag}): raise {flag} to at least {span}, or give a smaller "
-                f"{RANDOM_POSITIONS}.")
+        raise ValueError(f"{RANDOM_POSITIONS} cannot apply to {chosen}: {refusal}.")
+    side = SIDES[stack]
+    default_flag = f"--max-{side}-positions"
+    limit = encoding.max_length(values, max_positions)
+    flag = encoding.max_length_flag(values) or default_flag
+    learned_input = bool(getattr(args, f"{stack}_learned_pos", False))
+    if limit is None and learned_input and getattr(args, "keep_input_positions", False):
+        limit, flag = max_positions, default_flag  # fairseq's learned input table, kept
+    if limit is not None and span > limit:
+        raise ValueError(
+            f"{RANDOM_POSITIONS} {span} draws positions up to {span - 1}, but "
+            f"{chosen} has a table of {limit} {side} positions "
+            f"({flag}): raise {flag} to at least {span}, or give a smaller "
+            f"{RANDOM_POSITIONS}.")

@@ -27,8 +27,10 @@ Bad input is an error before any work: the flags' values when the task is set up
 factor below 1, a factor or a length without ``--rope-scaling``, a length with a scaling
 that reads none, Llama 3's factors with another scaling), and what needs the checkpoint (an
 encoding other than ``rope`` and ``xpos``, no training length where one is needed) when its
-configuration is read, before its model is built. ``fairseq-train`` builds its model
-without a checkpoint: the scaling there is an error too (translation only).
+configuration is read, before its model is built. A checkpoint with an encoding per stack is
+scaled where it has a rotation: in the stacks of ``rope`` or ``xpos`` (the other stack's
+encoding reads no scaling), and refused only where neither stack has one. ``fairseq-train``
+builds its model without a checkpoint: the scaling there is an error too (translation only).
 """
 
 import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
@@ -98,11 +100,20 @@ def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> 
     """Check ``scaling`` against a checkpoint's model configuration, complete YaRN's
     training length from it, and set it there for the model to read."""
     from .position_args import DEFAULT_ENCODING
+    from .stacks import STACKS
 
     name = getattr(model_cfg, "pos_encoding", None) or DEFAULT_ENCODING
-    if not hasattr(model_cfg, "pos_encoding") or not issubclass(get_encoding(name), Rope):
-        trained = (f"--pos-encoding {name}" if hasattr(model_cfg, "pos_encoding")
-                   else "no --pos-encoding (not a transformer_posenc model)")
+    # each stack's encoding (a checkpoint of one encoding for both records only that one);
+    # a stack of a rotation is scaled, the other left as trained
+    names = {stack: getattr(model_cfg, f"{stack}_pos_encoding", None) or name
+             for stack in STACKS}
+    if not hasattr(model_cfg, "pos_encoding") or not any(
+            issubclass(get_encoding(n), Rope) for n in names.values()):
+        trained = ("no --pos-encoding (not a transformer_posenc model)"
+                   if not hasattr(model_cfg, "pos_encoding") else
+                   f"--pos-encoding {name}" if len(set(names.values())) == 1 else
+                   f"--encoder-pos-encoding {names['encoder']} --decoder-pos-encoding "
+                   f"{names['decoder']}")
         raise ValueError(f"--rope-scaling rescales a rotation's frequencies: it applies to "
                          f"checkpoints of --pos-encoding rope or xpos, and this one has "
                          f"{trained}; drop the --rope-scaling flags")

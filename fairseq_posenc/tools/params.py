@@ -2,6 +2,8 @@
 ``sinusoidal`` at the same size (the "Parameters, +Delta" columns of DIET's Table 6).
 
     posenc-params --arch transformer_wmt_en_de_diet_rel [--vocab 32000] [MODEL FLAGS...]
+    posenc-params --arch transformer_tiny_sinusoidal --encoder-pos-encoding t5 \
+        --decoder-pos-encoding alibi                 # an encoding per stack
     python scripts/param_count.py --arch ...     # the same
 
 Builds the model from fairseq's own argument parsing (any model flag applies, e.g.
@@ -35,10 +37,23 @@ def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     args = model_args(arch, flags)
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
     baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
+    baseline.encoder_pos_encoding = baseline.decoder_pos_encoding = None  # a pair's too
     for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
         for option in encoding.options:
             setattr(baseline, option.name, option.default)
     return count(args, vocab), count(baseline, vocab)
+
+
+def stacks_note(arch: str, flags: list[str]) -> str:
+    """`` (encoder t5, decoder alibi)`` where the stacks' encodings differ, else empty."""
+    from fairseq_posenc.plugin.build import model_args
+    from fairseq_posenc.plugin.position_args import configure_positions
+
+    args = model_args(arch, flags)
+    configure_positions(args)
+    if args.encoder_pos_encoding == args.decoder_pos_encoding:
+        return ""
+    return f" (encoder {args.encoder_pos_encoding}, decoder {args.decoder_pos_encoding})"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -54,7 +69,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     known, flags = parser.parse_known_args(argv)
     total, base = counts(known.arch, flags, known.vocab)
     delta = total - base
-    print(f"{known.arch}\tparameters {total:,}\t+{delta:,} ({100 * delta / base:+.2f}%) "
+    print(f"{known.arch}{stacks_note(known.arch, flags)}\tparameters {total:,}\t"
+          f"+{delta:,} ({100 * delta / base:+.2f}%) "
           f"over sinusoidal ({base:,}), vocabulary {known.vocab:,}")
     return 0
 

@@ -284,13 +284,18 @@ def test_report_json_and_the_plot(prepared, tmp_path):
 
 @pytest.mark.slow  # a comparison end to end: data, training, translation with a variant
 def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
+    """Its rows: rope, and a labelled pair with an option of rope (compare/rows.py: t5 in the
+    encoder, rope with base 100 in the decoder; one row for both kinds, CI's time), each
+    trained and reported under its label; the rerun's variant is the pair's (its decoder's
+    rotation scaled)."""
     raw, out, n = tmp_path / "raw", tmp_path / "cmp", 54
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_toy_corpus.py"), "--out",
                     str(raw), "--seed", "3", "--train", "1300", "--valid", "20", "--test",
                     "10", "--test-long", "4", "--long-min-len", "40", "--long-max-len", "50"],
                    check=True, capture_output=True)
     command = [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(raw),
-               "-s", "en", "-t", "de", "--encodings", "rope", "--max-update", "6",
+               "-s", "en", "-t", "de", "--encodings", "rope",
+               "tr=t5/rope:--rope-base 100", "--max-update", "6",
                "--test", "test", "test_long", "--cpu", "--bpe-merges", "100",
                "--workers", "1", "--train-max-len", str(n),
                "--variants", "rope:--rope-scaling yarn --rope-scaling-factor 4"]
@@ -308,7 +313,8 @@ def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
     assert "'_name': 'translation_extrapolation'" in log and f"'train_max_len': {n}" in log
 
     rows = {(r["split"], r["encoding"]): r for r in report["summary"]}
-    assert set(rows) == {(s, e) for s in ("test", "test_long") for e in ("rope", "rope+yarn-4")}
+    labels = ("rope", "tr", "rope+yarn-4")
+    assert set(rows) == {(s, e) for s in ("test", "test_long") for e in labels}
     for row in rows.values():
         assert [e["bin"] for e in row["extrapolation"]] == [[0, 1], [1, 1.5], [1.5, 2], [2, 3],
                                                             [3, None]]
@@ -325,9 +331,22 @@ def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
     assert "report: relative length bins scored in" in done.stderr
     assert "report: extrapolation plots drawn in" in done.stderr
 
-    # a variant added on a rerun: only its translations are made
+    # the rows: what each trained (fairseq's log of its arguments), recorded and reported
+    assert report["rows"] == {
+        "rope": {"encoder": "rope", "decoder": "rope", "flags": []},
+        "tr": {"encoder": "t5", "decoder": "rope", "flags": ["--rope-base", "100"]}}
+    pair_log = (out / "runs" / "tr" / "seed1" / "train.log").read_text()
+    assert all(f in pair_log for f in ("arch='transformer_tiny_t5'", "encoder_pos_encoding='t5'",
+                                       "decoder_pos_encoding='rope'", "rope_base=100.0"))
+    # parameters: T5's table (heads x buckets) in the encoder alone; rope has none
+    assert rows["test", "tr"]["params_added"] == 4 * 32
+    assert ("`tr`: t5 (encoder) / rope (decoder), `--rope-base 100`"
+            in (out / "report.md").read_text())
+
+    # a variant added on a rerun, of the pair: only its translations are made
     before = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*") if p.is_file()}
-    again = subprocess.run([*command, "ntk2=rope:--rope-scaling ntk --rope-scaling-factor 2"],
+    again = subprocess.run([*command,
+                            "ntk2=tr:--rope-scaling ntk --rope-scaling-factor 2"],
                            capture_output=True, text=True, env=cu.subprocess_env(), timeout=600)
     assert again.returncode == 0, again.stderr[-4000:]
     assert "rope seed 1: finished before, kept" in again.stderr
@@ -336,4 +355,6 @@ def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
     assert new == {"test@ntk2", "test_long@ntk2"}
     report = json.loads((out / "report.json").read_text())
     assert [r["encoding"] for r in report["summary"] if r["split"] == "test"] == [
-        "rope", "rope+yarn-4", "ntk2"]
+        "rope", "tr", "rope+yarn-4", "ntk2"]
+    assert {p.parent.parent.parent.parent.name for p in (out / "runs").rglob("result.json")
+            if p.parent.name == "test@ntk2"} == {"tr"}

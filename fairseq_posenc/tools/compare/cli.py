@@ -27,7 +27,8 @@ from ..experiment.checkpoints import check_rule
 from ..launch import dispatch, lock, options as launch_options
 from ..launch.options import Launcher
 from . import (budget, convergence, data, extrapolation, fairseq_flags, jobs, plan, report,
-               settings as settings_mod, stopping, summary, variants as variants_mod)
+               rows as rows_mod, settings as settings_mod, stopping, summary,
+               variants as variants_mod)
 from .execute import say
 from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
 
@@ -49,8 +50,11 @@ def parser() -> argparse.ArgumentParser:
                         "prepared by posenc-prepare-corpus or posenc-prepare-wmt")
     p.add_argument("-s", "--source-lang", required=True, help="source language (file suffix)")
     p.add_argument("-t", "--target-lang", required=True, help="target language (file suffix)")
-    p.add_argument("--encodings", nargs="+", required=True, metavar="ENC",
-                   help="the --pos-encoding values to compare")
+    p.add_argument("--encodings", nargs="+", required=True, metavar="ROW",
+                   help="the rows to compare: an encoding (a --pos-encoding value), a pair "
+                        "ENCODER/DECODER (an encoding per stack: t5/fox), or a labelled row "
+                        "with options of its encodings, \"LABEL=ENC:FLAGS\" (ENC an "
+                        "encoding or a pair: \"rope75=rope:--rope-fraction 0.75\")")
     p.add_argument("--user-dir", type=Path, metavar="DIR",
                    help="encodings of your own: a fairseq --user-dir, a Python package whose "
                         "__init__.py imports fairseq_posenc and the modules that register "
@@ -58,8 +62,9 @@ def parser() -> argparse.ArgumentParser:
                         "--encodings and --train-args take their names and options, and given "
                         "to every fairseq-train and fairseq-generate (default: the plugin's "
                         "own directory). docs/compare.md, \"Your own encoding\"")
-    p.add_argument("--baseline", metavar="ENC",
-                   help="the encoding the others are tested against (default: the first)")
+    p.add_argument("--baseline", metavar="ROW",
+                   help="the row the others are tested against, by its label (an encoding, "
+                        "ENCODER/DECODER, or LABEL; default: the first)")
     p.add_argument("--size", choices=sorted(SIZES), default="tiny",
                    help="tiny: transformer_tiny_ENC (2+2 layers, 128 wide), trains on a CPU; "
                         "base: transformer_wmt_en_de_ENC, the papers' base model (default: "
@@ -220,7 +225,8 @@ def check_models(settings: Settings, encodings: Sequence[str]) -> None:
 
     register()  # the architectures looked up below
 
-    unknown = [e for e in encodings if e not in ENCODINGS]
+    unknown = list(dict.fromkeys(e for row in encodings for e in rows_mod.of(row).encodings
+                                 if e not in ENCODINGS))
     if unknown:
         own = sorted(name for name, cls in ENCODINGS.items()
                      if not cls.__module__.startswith("fairseq_posenc."))
@@ -256,9 +262,8 @@ def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[s
     from ...plugin.extrapolation import length_limits
 
     need = max(train_longest or data.longest(corpus, "train"), data.longest(corpus, "valid"))
-    flags = settings.fairseq_train_flags()
     for encoding in encodings:
-        args = model_args(plan.arch(settings, encoding), flags)
+        args = model_args(plan.arch(settings, encoding), plan.model_flags(settings, encoding))
         # what fairseq's TransformerModel.build_model fills in when no flag sets them
         args.max_source_positions = (getattr(args, "max_source_positions", None)
                                      or DEFAULT_MAX_SOURCE_POSITIONS)
@@ -283,13 +288,22 @@ def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[s
                     "untranslated (counted in the report)")
 
 
-def start(out: Path, new: Settings, force: bool, report_only: bool = False) -> None:
-    """Stop if ``out`` holds a comparison with other settings (unless ``force``); a larger
-    ``--max-update`` alone continues its runs (:func:`.budget.change`)."""
+def start(out: Path, new: Settings, force: bool, report_only: bool = False,
+          rows: Sequence[rows_mod.Row] = ()) -> None:
+    """Stop if ``out`` holds a comparison with other settings, or a row of ``rows`` defined
+    otherwise under the same label (unless ``force``); a larger ``--max-update`` alone
+    continues its runs (:func:`.budget.change`)."""
     old = settings_mod.read(out / "settings.json")
-    if old is None or old == new:
+    changed = rows_mod.changed(settings_mod.read_rows(out / "settings.json"), rows)
+    if changed and not force:
+        raise SystemExit("posenc-compare: " + str(out) + " holds runs of rows defined "
+                         "otherwise under these labels:\n  " + "\n  ".join(changed)
+                         + "\ngive the new definitions labels of their own (LABEL=ENC:FLAGS), "
+                           "choose another OUT, or --force to start over (deletes its runs, "
+                           "data and report)")
+    if old is None or (old == new and not changed):
         return
-    if not force and budget.change(out, old, new, report_only, say):
+    if not force and not changed and budget.change(out, old, new, report_only, say):
         return
     if not force:
         raise SystemExit("posenc-compare: " + str(out) + " holds a comparison with other "
@@ -309,10 +323,14 @@ def start(out: Path, new: Settings, force: bool, report_only: bool = False) -> N
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    encodings = list(dict.fromkeys(args.encodings))
+    try:
+        encodings = rows_mod.parse_all(args.encodings)  # each a Row: its label
+    except ValueError as e:
+        p.error(str(e))
     baseline = args.baseline or encodings[0]
     if baseline not in encodings:
-        p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)}")
+        p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)} (a "
+                "row is named by its label)")
     settings = settings_of(args, p)
     launcher = launch_options.of(args, p, "posenc-compare", gpus_per_run=1, cpu=settings.cpu)
     try:
@@ -333,6 +351,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     plan.import_user_dir(settings)  # its encodings, their architectures and flags
     data.check(settings)
     check_models(settings, encodings)
+    try:
+        rows_mod.check(encodings, settings.train_args)
+    except ValueError as e:
+        raise SystemExit(f"posenc-compare: {e}") from None
     fairseq_flags.check_train_args(settings, encodings, batch)
     variants_mod.check(variants, encodings, settings)
     if not settings.cpu and launcher.kind == "local":  # a SLURM job finds its GPUs there
@@ -351,7 +373,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings: list[str],
             baseline: str, bins, variants: list) -> int:
     """The comparison, once the command line is checked, with ``OUT`` locked."""
-    start(args.out, settings, args.force, args.report_only)
+    start(args.out, settings, args.force, args.report_only, encodings)
     if note := convergence.epochs_note(settings.max_epoch):
         say(f"note: {note}")
     corpus = data.corpus(settings, args.out, args.workers, say)
@@ -366,7 +388,8 @@ def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings
             say(f"pending: {line}")
     else:
         settings_mod.write(args.out / "settings.json", settings,
-                           {**launcher.to_json(), "batch": batch})
+                           {**launcher.to_json(), "batch": batch},
+                           {row.label: row.to_json() for row in encodings})
         outcome = jobs.run_all(settings, corpus, runs, args.out, variants, launcher)
         if outcome.pending:
             return 0  # the report once the jobs have finished: a rerun collects them

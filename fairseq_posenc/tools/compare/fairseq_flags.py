@@ -60,6 +60,9 @@ from .settings import Settings
 DECIDED = {
     "seed": "run k of every encoding trains with seed k (--seeds)",
     "arch": "each run trains PREFIX_ENCODING (--size or --arch-prefix)",
+    **dict.fromkeys(("pos_encoding", "encoder_pos_encoding", "decoder_pos_encoding"),
+                    "each row's encodings are its --encodings value (ENCODER/DECODER: an "
+                    "encoding per stack)"),
     "task": "translation, or translation_extrapolation with --train-max-len",
     "train_max_len": "set it with posenc-compare's --train-max-len",
     "source_lang": "set it with posenc-compare's -s",
@@ -172,6 +175,7 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
     from ...plugin.position_args import configure_positions
     from .data import Corpus
     from .plan import Run, train_args
+    from .rows import Row, of
 
     given = f"posenc-compare: --train-args \"{' '.join(settings.train_args)}\""
     corpus = Corpus(Path("/nonexistent"), settings.source_lang, settings.target_lang, {}, (),
@@ -191,7 +195,10 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
             parser = getattr(e, "parser", parser)
             failures[encoding] = str(e)
     if parser is not None and settings.train_args:
-        tool_sets = {dest for _, dest in named(parser, command(own, encodings[0]))}
+        # what every row's command sets (a row's own flags aside: --train-args may not repeat
+        # them, :func:`.rows.check`)
+        plain = Row(of(encodings[0]).encoder)
+        tool_sets = {dest for _, dest in named(parser, command(own, plain))}
         lines = []
         for option, dest in named(parser, settings.train_args):
             if dest in DECIDED:

@@ -1,19 +1,22 @@
 """The runs of a comparison, where each keeps its files, and what each trains with.
 
-A run is one encoding and one seed. Runs are ordered seed by seed (every encoding's first
-seed, then every encoding's second, ...), so an interrupted comparison has results for
-every encoding as early as it can. Every run's ``fairseq-train`` gets the same flags
-(:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding and the
-seed differ, and seed ``k`` is the same for every encoding. How a run validates, saves
+A run is one row (:mod:`.rows`: an encoding, a pair, or a labelled row with its encoding's
+options) and one seed. Runs are ordered seed by seed (every row's first seed, then every
+row's second, ...), so an interrupted comparison has results for every row as early as it
+can. Every run's ``fairseq-train`` gets the same flags
+(:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding, the
+row's own flags (:meth:`.rows.Row.model_flags`) and the seed differ, and seed ``k`` is
+the same for every row. How a run validates, saves
 and stops is :mod:`.stopping`'s. The batch is ``--batch-tokens`` per update, split
 over the GPUs the launcher gives a run (:func:`batch`), so that it is the same on any.
 
-``OUT/runs/ENCODING/seedK/``: ``checkpoints/`` (fairseq's save directory), ``train.log``
-(and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
-finished, ``tests/SPLIT/`` (fairseq-generate's output and log, the detokenized
-hypotheses, ``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures);
-``budgetU/`` keeps those of an earlier ``--max-update U`` (:mod:`.budget`). The records keep
-paths inside ``OUT`` relative to it (:func:`stored`), so a copied or moved ``OUT`` works.
+``OUT/runs/ROW/seedK/`` (a pair's ``ENCODER-DECODER``): ``checkpoints/`` (fairseq's save
+directory), ``train.log`` (and ``train.N.log`` for the parts before a resume),
+``trained.json`` once training has finished, ``tests/SPLIT/`` (fairseq-generate's output
+and log, the detokenized hypotheses, ``result.json``) and, for seed 1, ``inspect/``
+(``posenc-inspect``'s pictures); ``budgetU/`` keeps those of an earlier ``--max-update U``
+(:mod:`.budget`). The records keep paths inside ``OUT`` relative to it (:func:`stored`), so
+a copied or moved ``OUT`` works.
 """
 
 from __future__ import annotations
@@ -29,16 +32,21 @@ from ..experiment.fairseq_run import USER_DIR
 from ..launch.batch import Split, split
 from . import stopping
 from .data import Corpus
+from .rows import Row, of
 from .settings import Settings
 
 
 @dataclass(frozen=True)
 class Run:
-    encoding: str
+    encoding: str  # the row's label: a plain name, or a :class:`.rows.Row`
     seed: int
 
+    @property
+    def row(self) -> Row:
+        return of(self.encoding)
+
     def dir(self, out: Path) -> Path:
-        return out / "runs" / self.encoding / f"seed{self.seed}"
+        return out / "runs" / self.row.dirname / f"seed{self.seed}"
 
     def save_dir(self, out: Path) -> Path:
         return self.dir(out) / "checkpoints"
@@ -128,7 +136,14 @@ def import_user_dir(settings: Settings) -> None:
 
 
 def arch(settings: Settings, encoding: str) -> str:
-    return f"{settings.arch_prefix}_{encoding}"
+    """The row's architecture: ``PREFIX_ENCODING``, a pair's ``PREFIX_ENCODER``."""
+    return f"{settings.arch_prefix}_{of(encoding).encoder}"
+
+
+def model_flags(settings: Settings, encoding: str) -> list[str]:
+    """The flags every run of the row trains with beside ``--arch``: the comparison's
+    (:meth:`.settings.Settings.fairseq_train_flags`), then the row's own."""
+    return [*settings.fairseq_train_flags(), *of(encoding).model_flags()]
 
 
 def batch(settings: Settings, gpus: int) -> Split:
@@ -151,16 +166,17 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
         "--save-dir", str(run.save_dir(out)), "--no-epoch-checkpoints",
         "--log-format", "simple", "--log-interval", "50",
         *stopping.flags(settings),
-        *settings.fairseq_train_flags(),
+        *model_flags(settings, run.encoding),
         *batch_split.flags(),
     ]
 
 
 def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str],
                      cache: Path) -> dict[str, int]:
-    """Each encoding's parameters, counted as ``posenc-params`` counts them: the model that
-    ``fairseq-train`` builds from the comparison's flags over the data's joined dictionary.
-    Kept in ``cache`` (building a model per encoding takes a moment)."""
+    """Each row's parameters, counted as ``posenc-params`` counts them: the model that
+    ``fairseq-train`` builds from the comparison's and the row's flags over the data's
+    joined dictionary. Kept in ``cache`` with each row's definition (building a model per
+    row takes a moment)."""
     from fairseq.data import Dictionary
 
     from ..params import count
@@ -171,9 +187,14 @@ def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str
     key = {"flags": flags, "arch_prefix": settings.arch_prefix, "vocab": vocab}
     cached = json.loads(cache.read_text()) if cache.exists() else {}
     counts = cached.get("counts", {}) if cached.get("key") == key else {}
+    defined = cached.get("rows", {}) if counts else {}
     for encoding in encodings:
-        if encoding not in counts:
-            counts[encoding] = count(model_args(arch(settings, encoding), flags), vocab)
+        row = of(encoding)
+        if encoding not in counts or defined.get(encoding, row.to_json()) != row.to_json():
+            counts[encoding] = count(model_args(arch(settings, row),
+                                                model_flags(settings, row)), vocab)
+        defined[encoding] = row.to_json()
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"key": key, "counts": counts}, indent=1) + "\n")
+    cache.write_text(json.dumps({"key": key, "counts": counts, "rows": defined}, indent=1)
+                     + "\n")
     return counts

@@ -62,6 +62,13 @@ def _short(checkpoint: Optional[str]) -> str:
     return "/".join(parts[-4:])
 
 
+def _row(row: dict[str, Any]) -> str:
+    """``t5 (encoder) / fox (decoder)``, and the row's own flags."""
+    what = (f"{row['encoder']} (encoder) / {row['decoder']} (decoder)"
+            if row["encoder"] != row["decoder"] else row["encoder"])
+    return what + (f", `{' '.join(row['flags'])}`" if row["flags"] else "")
+
+
 def _speed(report: dict[str, Any]) -> str:
     """How the runs were placed, or why the time per word is left out."""
     speed = report.get("speed")
@@ -89,6 +96,13 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
               f"is scored with {report['metric']} against the raw references."),
     ]
+    defined = [(label, row) for label, row in (report.get("rows") or {}).items()
+               if row["encoder"] != row["decoder"] or row["flags"] or row["encoder"] != label]
+    if defined:
+        blocks.append(("p", "Rows with an encoding per stack or options of their own: " + "; ".join(
+            f"`{label}`: {_row(row)}" for label, row in defined) + ". A row of two encodings "
+            f"trains `{s['arch_prefix']}_ENCODER --encoder-pos-encoding ENCODER "
+            "--decoder-pos-encoding DECODER`; a row's flags come after every row's."))
     if s.get("user_dir"):
         blocks.append(("p", f"Every fairseq command ran with `--user-dir {s['user_dir']}`, "
                             "which registers the encodings not built into fairseq-posenc."))

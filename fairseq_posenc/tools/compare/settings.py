@@ -1,12 +1,13 @@
 """What one comparison is, written to ``OUT/settings.json`` on its first run.
 
-A comparison grows: a rerun into the same ``OUT`` may add encodings or seeds (only the new
-runs train) and may change what the report shows (the baseline, the length bins). Every
-other setting decides what a run computes, so a rerun with a different value would mix
-runs that are not comparable: :func:`differences` names them and the command stops before
-training (``--force`` starts over). A larger ``--max-update`` is the exception: the
-runs continue from their last checkpoint (:mod:`.budget`); under ``--until-converged`` it
-raises the cap, and only the runs that reached it continue.
+A comparison grows: a rerun into the same ``OUT`` may add rows (encodings) or seeds (only
+the new runs train; a label keeps its row's definition, recorded under ``rows``) and may
+change what the report shows (the baseline, the length bins). Every other setting decides
+what a run computes, so a rerun with a different value would mix runs that are not
+comparable: :func:`differences` names them and the command stops before training
+(``--force`` starts over). A larger ``--max-update`` is the exception: the runs continue
+from their last checkpoint (:mod:`.budget`); under ``--until-converged`` it raises the cap,
+and only the runs that reached it continue.
 
 The recipes per model size are the flags every ``fairseq-train`` gets before the user's
 ``--train-args``: ``tiny`` is the demo's (2+2 layers, 128 wide; trains on a CPU in
@@ -101,10 +102,12 @@ class Settings:
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
         # written before --train-max-len, --batch-tokens, --until-converged or --user-dir
-        # existed; "launch" records how the runs were split over GPUs, not what they compute
+        # existed; "launch" records how the runs were split over GPUs, not what they
+        # compute, and "rows" each row's definition (:func:`read_rows`)
         obj = {"train_max_len": None, "batch_tokens": EARLIER_BATCH_TOKENS,
                "until_converged": False, "patience": None, "validate_every": None,
-               "user_dir": None, **{k: v for k, v in obj.items() if k != "launch"}}
+               "user_dir": None, **{k: v for k, v in obj.items()
+                                    if k not in ("launch", "rows")}}
         unknown = set(obj) - fields
         if unknown or fields - set(obj):
             raise ValueError(f"settings.json has fields {sorted(obj)}, expected "
@@ -154,11 +157,28 @@ def read(path: Path) -> Optional[Settings]:
                          "choose another OUT, or --force to start over there") from None
 
 
-def write(path: Path, settings: Settings, launch: Optional[dict[str, Any]] = None) -> None:
+def read_rows(path: Path) -> dict[str, Any]:
+    """Each row's definition by its label, as ``path`` records them (:mod:`.rows`); empty
+    for a comparison that records none (written before rows had definitions: every row
+    was an encoding's name)."""
+    if not path.exists():
+        return {}
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")).get("rows") or {})
+    except (ValueError, AttributeError):
+        return {}  # not a comparison's settings: read() says so
+
+
+def write(path: Path, settings: Settings, launch: Optional[dict[str, Any]] = None,
+          rows: Optional[dict[str, Any]] = None) -> None:
     """``settings``, and with ``launch`` how this command runs them (launcher, GPUs per run,
-    the batch's split), which a rerun may change."""
+    the batch's split), which a rerun may change; with ``rows`` each row's definition by
+    its label, added to those recorded (a rerun may add rows, and leave some out, but not
+    define a label otherwise: :func:`.rows.changed`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    obj = {**settings.to_json(), **({"launch": launch} if launch else {})}
+    recorded = {**read_rows(path), **(rows or {})}
+    obj = {**settings.to_json(), **({"launch": launch} if launch else {}),
+           **({"rows": recorded} if recorded else {})}
     tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)

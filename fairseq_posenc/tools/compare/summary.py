@@ -21,7 +21,9 @@ time from whatever has finished. Per split and encoding:
 * with ``--train-max-len``, BLEU and chrF in bins of source length relative to it
   (:mod:`.extrapolation`).
 
-An inference-time variant (:mod:`.variants`) is a row of its own, after the encodings'.
+A row is an encoding, a pair or a labelled row (:mod:`.rows`): ``rows`` records each one's
+encoder, decoder and own flags. An inference-time variant (:mod:`.variants`) is a row of
+its own, after the encodings'.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from . import budget, convergence, extrapolation, length_bins, placement
 from .data import Corpus, source_lengths
 from .execute import METRIC
 from .plan import Run, arch, runs as plan_runs
+from .rows import of as rows_of
 from ..experiment.translate import BEAM, LENPEN
 from .settings import Settings
 
@@ -171,6 +174,8 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "decoding": f"beam {BEAM}, length penalty {LENPEN} (fairseq's L^{LENPEN})",
         "checkpoint_rule": settings.checkpoint,
         "architectures": {e: arch(settings, e) for e in encodings},
+        # each row's encoder, decoder and own flags (:mod:`.rows`)
+        "rows": {str(e): rows_of(e).to_json() for e in encodings},
         "significance": {"test": "sacreBLEU paired bootstrap", "resamples": N_RESAMPLES,
                          "alpha": ALPHA},
         "train_max_source_tokens": train_max,

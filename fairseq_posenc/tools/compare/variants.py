@@ -4,8 +4,10 @@
     --variants "rope:--rope-scaling yarn --rope-scaling-factor 4"
     --variants "yarn4=rope:--rope-scaling yarn --rope-scaling-factor 4"
 
-A variant is ``[LABEL=]ENCODING:FLAGS``. Its row is named ``LABEL``, or without one
-``ENCODING+`` and the flags' values joined by ``-`` (``rope+yarn-4`` above). Every seed's
+A variant is ``[LABEL=]ENCODING:FLAGS``, ``ENCODING`` a row of ``--encodings`` by its
+label (:mod:`.rows`: an encoding, a pair ``ENCODER/DECODER``, a labelled row). Its row is
+named ``LABEL``, or without one ``ENCODING+`` and the flags' values joined by ``-``
+(``rope+yarn-4`` above; a pair's variant needs a ``LABEL``, as a name holds no ``/``). Every seed's
 checkpoint of the encoding translates every test split with the flags added to the
 comparison's decoding, through the plugin's task ``translation_extrapolation`` (which
 carries ``--rope-scaling`` to the model, :mod:`fairseq_posenc.plugin.translation_scaling`), into
@@ -31,7 +33,6 @@ from __future__ import annotations
 import copy
 import logging
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -39,7 +40,8 @@ from typing import Any, Optional, Sequence
 from .data import Corpus
 from .execute import evaluate, say
 from .fairseq_flags import variant_flags
-from .plan import Run, arch, user_dir
+from .plan import Run, arch, model_flags, user_dir
+from .rows import of, split_spec
 from .settings import Settings
 
 #: The task variants translate with.
@@ -76,12 +78,7 @@ class Variant:
 def parse(spec: str) -> Variant:
     """``[LABEL=]ENCODING:FLAGS`` (see the module docstring); ValueError saying what is
     wrong."""
-    head, colon, flags_text = spec.partition(":")
-    label, _, encoding = head.rpartition("=")
-    try:
-        flags = tuple(shlex.split(flags_text))
-    except ValueError as e:
-        raise ValueError(f"--variants {spec!r}: {e}") from None
+    label, _, encoding, colon, flags = split_spec(spec, "--variants")
     if not colon or not encoding or not flags:
         raise ValueError(f"--variants {spec!r} is not [LABEL=]ENCODING:FLAGS, e.g. "
                          "\"rope:--rope-scaling yarn --rope-scaling-factor 4\"")
@@ -94,8 +91,9 @@ def parse(spec: str) -> Variant:
     return Variant(name, encoding, flags)
 
 
-def _check_flags(variant: Variant, settings: Settings) -> None:
-    """ValueError where the encoding's checkpoints would refuse ``variant``'s flags."""
+def _check_flags(variant: Variant, settings: Settings, row: str) -> None:
+    """ValueError where the checkpoints of ``row`` (the variant's) would refuse
+    ``variant``'s flags."""
     from ...core.rope_scaling import NEEDS_LENGTH
     from ...plugin.build import model_args
     from ...core.encodings import ENCODINGS
@@ -106,16 +104,18 @@ def _check_flags(variant: Variant, settings: Settings) -> None:
     if reserved:
         raise ValueError(f"{', '.join(reserved)}: posenc-compare sets it for every "
                          "translation; a variant adds other flags")
-    model_flags = {option.flag for e in ENCODINGS.values() for option in e.options}
-    given = [f for f in variant.flags if f.split("=")[0] in model_flags]
-    model = model_args(arch(settings, variant.encoding), settings.fairseq_train_flags())
+    options = {option.flag for e in ENCODINGS.values() for option in e.options}
+    given = [f for f in variant.flags if f.split("=")[0] in options]
+    model = model_args(arch(settings, row), model_flags(settings, row))
     if given:
-        trained = model_args(arch(settings, variant.encoding),
-                             [*settings.fairseq_train_flags(), *variant.flags])
-        check_foreign_flags(trained, ENCODINGS[variant.encoding])
-        raise ValueError(f"{', '.join(given)}: a training flag of --pos-encoding "
-                         f"{variant.encoding}, fixed in its checkpoints; to compare it, add "
-                         "a comparison with it in --train-args")
+        trained = model_args(arch(settings, row), [*model_flags(settings, row), *variant.flags])
+        check_foreign_flags(trained, *(ENCODINGS[e] for e in of(row).encodings))
+        plain = of(row).to_json() == {"encoder": row, "decoder": row, "flags": []}
+        trained_as = (f"--pos-encoding {row}" if plain
+                      else f"the row {row} ({of(row).describe()})")
+        raise ValueError(f"{', '.join(given)}: a training flag of {trained_as}, fixed in its "
+                         "checkpoints; to compare it, add a labelled row (--encodings "
+                         "\"LABEL=ENC:FLAGS\")")
     generation = variant_flags(variant.flags, TASK)
     scaling = requested_scaling(generation)
     if scaling is not None:
@@ -148,9 +148,10 @@ def check(variants: Sequence[Variant], encodings: Sequence[str], settings: Setti
         if variant.encoding not in encodings:
             raise SystemExit(f"{where}: {variant.encoding} is not among --encodings "
                              f"{' '.join(encodings)}: add it, or drop the variant")
+    rows = {str(row): row for row in encodings}
     for variant in variants:
         try:
-            _check_flags(variant, settings)
+            _check_flags(variant, settings, rows[variant.encoding])
         except ValueError as e:
             raise SystemExit(f"posenc-compare: --variants {variant.name}: "
                              f"\"{variant.encoding}:{' '.join(variant.flags)}\" is refused: "

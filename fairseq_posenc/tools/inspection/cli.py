@@ -91,7 +91,10 @@ def check(args: argparse.Namespace) -> None:
 
 def summary(loaded: LoadedModel) -> list[str]:
     a = loaded.args
-    lines = [f"architecture {a.arch}, --pos-encoding {loaded.encoding}"
+    encoder, _, decoder = loaded.encoding.partition("/")
+    chosen = (f"--encoder-pos-encoding {encoder} --decoder-pos-encoding {decoder}" if decoder
+              else f"--pos-encoding {encoder}")
+    lines = [f"architecture {a.arch}, {chosen}"
              + (f", --pos-layers {a.pos_layers}" if getattr(a, "pos_layers", None) else ""),
              f"encoder: {a.encoder_layers} layers, {a.encoder_attention_heads} heads, width "
              f"{a.encoder_embed_dim}, {a.max_source_positions} source positions",

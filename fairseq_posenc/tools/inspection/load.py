@@ -39,6 +39,7 @@ from ... import register
 from ...plugin.checkpoint import DamagedCheckpoint, decode_tag, load
 from ...plugin.models import PosencTransformerModel
 from ...plugin.position_args import fill_position_defaults
+from ...plugin.stacks import model_tag
 
 #: Says what a fairseq-posenc checkpoint is, for every "not one of ours" error.
 WHAT_WE_READ = ("posenc-inspect reads the checkpoint_best.pt / checkpoint_last.pt that "
@@ -108,11 +109,12 @@ def saved_arguments(state: dict[str, Any], path: Path) -> argparse.Namespace:
                    f"transformer_posenc model (no position-encoding tag). {WHAT_WE_READ}.")
     args = argparse.Namespace(**vars(args))  # the architecture function fills in place
     encoding = decode_tag(tag)
-    args.pos_encoding = getattr(args, "pos_encoding", None) or encoding
+    # NAME, or ENCODER/DECODER for an encoding per stack (whose arguments record both)
+    args.pos_encoding = getattr(args, "pos_encoding", None) or encoding.split("/")[0]
     ARCH_CONFIG_REGISTRY[args.arch](args)
     fill_position_defaults(args)
-    if args.pos_encoding != encoding:
-        raise fail(f"{path}: its arguments say --pos-encoding {args.pos_encoding} but its "
+    if model_tag(args) != encoding:
+        raise fail(f"{path}: its arguments say --pos-encoding {model_tag(args)} but its "
                    f"weights were trained with {encoding}; the file is inconsistent.")
     task = cfg.get("task") if isinstance(cfg, dict) else None
     for side in ("source_lang", "target_lang"):  # the task's, when the model lacks them
@@ -224,6 +226,6 @@ def load_model(path: Path, data: Optional[Path] = None,
         hint = (" Does --data hold this model's dictionaries?" if real else "")
         first = "\n".join(str(err).splitlines()[:3])  # a size mismatch lists every tensor
         raise fail(f"the model of {path} could not be rebuilt: {first}{hint}") from None
-    return LoadedModel(path, model.eval(), args, args.pos_encoding,
+    return LoadedModel(path, model.eval(), args, model_tag(args),
                        getattr(args, "source_lang", None), getattr(args, "target_lang", None),
                        src_dict if real else None, data, data_recorded)
