@@ -83,8 +83,8 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(killed_compari
     for run in report["runs"]:
         for split, result in run["tests"].items():
             ref = out / "data" / "raw" / f"{split}.de"
-            bleu, chrf = sacrebleu_cli(str(ref), "-i", str(out / result["hypotheses"]), "-m", "bleu",
-                                       "chrf", "-w", "6")
+            bleu, chrf = sacrebleu_cli(str(ref), "-i", str(out / result["hypotheses"]), "-m",
+                                       "bleu", "chrf", "-w", "6")
             assert result["bleu"] == pytest.approx(bleu["score"], abs=0.006)
             assert result["chrf"] == pytest.approx(chrf["score"], abs=0.006)
             cli_scores.setdefault((split, run["encoding"]), []).append(
