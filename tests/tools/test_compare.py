@@ -1,5 +1,7 @@
 """posenc-compare on a tiny corpus, as a user runs it: two encodings, two seeds, one of the
-runs killed in the middle of its training.
+runs killed in the middle of its training. The comparison is the one that
+tests/tools/test_compare_launch.py kills with its launchers, trained once for both
+(tests/support/killed_comparison.py, the session fixture ``killed_comparison``).
 
 The references are sacreBLEU's own command line on the files the runs wrote (every run's
 BLEU and chrF, the mean and standard deviation over seeds, the paired-bootstrap p-values
@@ -10,53 +12,24 @@ seed against seed) and fairseq's own log (a resumed training loads its
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import statistics
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli_utils import console_script, subprocess_env
+from tests.support.killed_comparison import ENCODINGS, TESTS, UPDATES, compare, files
 from fairseq_posenc.tools.compare import cli, settings as settings_mod
 
 ROOT = Path(__file__).resolve().parents[2]
-ENCODINGS = ["sinusoidal", "t5"]
 
 
 @pytest.fixture(scope="module")
-def raw(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("compare") / "raw"
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_toy_corpus.py"), "--out",
-                    str(out), "--seed", "3", "--train", "300", "--valid", "20", "--test", "10",
-                    "--test-long", "4", "--long-min-len", "40", "--long-max-len", "50"],
-                   check=True, capture_output=True)
-    return out
-
-
-def command(out: Path, data: Path, seeds: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
-            "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--seeds", str(seeds),
-            "--max-update", "12", "--test", "test", "test_long", "--cpu",
-            # a batch of 512 tokens: an epoch of the 300 pairs is several updates, so that
-            # the run below is killed in the middle of its first epoch
-            "--batch-tokens", "512",
-            "--bpe-merges", "100", "--workers", "1", *extra]
-
-
-def compare(out: Path, data: Path, seeds: int) -> str:
-    done = subprocess.run(command(out, data, seeds), capture_output=True, text=True,
-                          env=subprocess_env(), timeout=1200)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stderr
-
-
-def files(run_dir: Path) -> dict[Path, int]:
-    return {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+def raw(toy_corpus) -> Path:
+    """The toy corpus (tests/tools/conftest.py), under the name this package's tests use."""
+    return toy_corpus
 
 
 def sacrebleu_cli(*args: str) -> list:
@@ -65,33 +38,24 @@ def sacrebleu_cli(*args: str) -> list:
     return json.loads(out.stdout)
 
 
-@pytest.mark.slow  # the comparison end to end
-def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path):
-    out = tmp_path / "cmp"
-    first = compare(out, raw, 1)
-    assert "run 1/2: sinusoidal seed 1: training" in first
-    assert f"report: {out / 'report.md'}" in first
-    seed1 = {e: files(out / "runs" / e / "seed1") for e in ENCODINGS}
+@pytest.mark.slow  # the comparison end to end (killed_comparison: trained once, for two tests)
+def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(killed_comparison, raw,
+                                                                  tmp_path):
+    k = killed_comparison
+    out = k["out"]
+    # the first command of seed 1 trains in turn; the one that finishes seed 1 reports
+    assert "run 1/2: sinusoidal seed 1: training" in k["first_said"]
+    assert f"report: {out / 'report.md'}" in k["rerun"]["said"]
 
     # one more seed, killed while its first run trains (after a checkpoint_last.pt exists, in
     # its first epoch: checkpoints at every validation, not only at an epoch's end)
     killed = out / "runs" / "sinusoidal" / "seed2"
-    with open(tmp_path / "killed.log", "w") as log:
-        proc = subprocess.Popen(command(out, raw, 2), stdout=log, stderr=log,
-                                env=subprocess_env(), start_new_session=True)
-        deadline = time.monotonic() + 600
-        while not (killed / "checkpoints" / "checkpoint_last.pt").exists():
-            assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no checkpoint_last.pt within 10 minutes"
-            time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert not (killed / "trained.json").exists(), "the run finished before it was killed"
+    assert not k["seed2_trained_before_kill"], "the run finished before it was killed"
 
-    again = compare(out, raw, 2)
+    again = k["again"]
     for e in ENCODINGS:  # nothing that finished ran again
         assert f"{e} seed 1: finished before, kept" in again
-        assert files(out / "runs" / e / "seed1") == seed1[e]
+        assert k["seed1_after"][e] == k["seed1_before"][e]
     assert (killed / "train.1.log").exists()  # the killed part's log, kept
     resumed = re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ (\d+) updates\)",
                         (killed / "train.log").read_text())
@@ -110,17 +74,17 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
         ("sinusoidal", 1), ("t5", 1), ("sinusoidal", 2), ("t5", 2)]
     assert all(r["finished"] and r["words_per_second"] for r in report["runs"])
     # the validation curves as the trainings kept them: one point per update, in order, the
-    # killed part's validations after its checkpoint replaced by the resumed part's
+    # killed parts' validations after their checkpoints replaced by the resumed parts'
     for r in report["runs"]:
         updates = [u for u, _ in r["validation"]]
-        assert updates == sorted(set(updates)) and updates[-1] == 12, r["validation"]
+        assert updates == sorted(set(updates)) and updates[-1] == UPDATES, r["validation"]
     # every run's scores are sacreBLEU's command line on its files
     cli_scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for run in report["runs"]:
         for split, result in run["tests"].items():
             ref = out / "data" / "raw" / f"{split}.de"
-            bleu, chrf = sacrebleu_cli(str(ref), "-i", str(out / result["hypotheses"]), "-m", "bleu",
-                                       "chrf", "-w", "6")
+            bleu, chrf = sacrebleu_cli(str(ref), "-i", str(out / result["hypotheses"]), "-m",
+                                       "bleu", "chrf", "-w", "6")
             assert result["bleu"] == pytest.approx(bleu["score"], abs=0.006)
             assert result["chrf"] == pytest.approx(chrf["score"], abs=0.006)
             cli_scores.setdefault((split, run["encoding"]), []).append(
@@ -161,7 +125,7 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(raw, tmp_path)
     # a moved OUT works from its new place: nothing trains again, its own files are read
     moved = tmp_path / "moved"
     out.rename(moved)
-    said = compare(moved, raw, 2)
+    said, _ = compare(moved, raw, "--seeds", "2", tests=TESTS)
     assert all(f"{e} seed {k}: finished before, kept" in said for e in ENCODINGS for k in (1, 2))
     runs = json.loads((moved / "report.json").read_text())["runs"]
     assert [(r["tests"], r["checkpoint"]) for r in runs] == [

@@ -7,51 +7,26 @@ The reference is the same comparison run the default way, one run after the othe
 process, with the same seeds and the same CPU threads per run (one: a run's weights
 depend on the threads' summation order in their last bits): every launcher's runs have its
 scores and its hypotheses byte for byte, a run that resumed from its checkpoint included.
+The killed comparison is the one tests/tools/test_compare.py scores against sacreBLEU,
+trained once for both (tests/support/killed_comparison.py, the session fixture
+``killed_comparison``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli_utils import subprocess_env
-from tests.support.processes import alive, trainings, wait_for, working_on
+from tests.support.killed_comparison import (ENCODINGS, UPDATES, command, compare, killed,
+                                             scores)
 from tests.support.slurm_cluster import cluster
-from tests.tools.test_compare import ENCODINGS, raw  # noqa: F401  (raw: the corpus fixture)
-
-#: Updates per run: enough for a requeue to land while the run trains.
-UPDATES = 50
-
-
-def command(out: Path, data: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fairseq_posenc.tools.compare", str(out), "--data", str(data),
-            "-s", "en", "-t", "de", "--encodings", *ENCODINGS, "--max-update", str(UPDATES),
-            "--test", "test", "--cpu", "--bpe-merges", "100", "--workers", "1", *extra]
-
-
-def compare(out: Path, data: Path, *extra: str, env: dict | None = None) -> tuple[str, float]:
-    started = time.monotonic()
-    done = subprocess.run(command(out, data, *extra), capture_output=True, text=True,
-                          env={**subprocess_env(), **(env or {})}, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stderr, time.monotonic() - started
-
-
-def scores(out: Path) -> dict:
-    """Every run's BLEU, chrF and hypotheses per split."""
-    report = json.loads((out / "report.json").read_text())
-    return {(r["encoding"], r["seed"], split): (t["bleu"], t["chrf"],
-                                                (out / t["hypotheses"]).read_text())
-            for r in report["runs"] for split, t in r["tests"].items()}
+from tests.tools.test_compare import raw  # noqa: F401  (raw: the corpus fixture)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +58,8 @@ def test_a_failed_run_is_reported_and_the_others_make_the_report(raw, tmp_path):
     broken = out / "runs" / "t5" / "seed1" / "checkpoints" / "checkpoint_last.pt"
     broken.parent.mkdir(parents=True)
     broken.write_text("not a checkpoint")  # fairseq-train cannot resume from it
-    done = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+    # 2 updates: what is checked is how each run ended, not what it learned
+    done = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "2"),
                           capture_output=True, text=True, env=subprocess_env(), timeout=900)
     assert done.returncode == 1
     assert "t5 seed 1 failed (exit code 1); the others go on" in done.stderr
@@ -94,124 +70,54 @@ def test_a_failed_run_is_reported_and_the_others_make_the_report(raw, tmp_path):
         ("sinusoidal", True), ("t5", False)]
     # the next run of the command says how it ended, and runs it again
     broken.unlink()
-    again = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "12"),
+    again = subprocess.run(command(out, raw, "--parallel", "2", "--max-update", "2"),
                            capture_output=True, text=True, env=subprocess_env(), timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "t5 seed 1: its process ended without finishing; it runs again" in again.stderr
     assert all(r["finished"] for r in json.loads((out / "report.json").read_text())["runs"])
 
 
-def two_cores() -> None:
-    """At most two cores for the command (none less where there are two): ``--parallel 2``
-    then gives each run one thread, as the ``sequential`` reference has."""
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
-
-
-def killed(out: Path, data: Path, extra: tuple[str, ...], ready, kill) -> dict:
-    """The command started in a process group of its own (as a terminal starts it), killed
-    by ``kill(pid)`` once ``ready()``; the processes that work on each run before the kill
-    (fairseq-train's, all), and the seconds until those fairseq-train processes have ended,
-    and every process (fairseq-train's data loaders end when they see that it has: within
-    5 s)."""
-    with open(out.parent / "killed.log", "a") as log:
-        proc = subprocess.Popen(command(out, data, *extra), stdout=log, stderr=log,
-                                env=subprocess_env(), start_new_session=True,
-                                preexec_fn=two_cores)
-
-        def training() -> bool:
-            assert proc.poll() is None, (out.parent / "killed.log").read_text()[-3000:]
-            return bool(ready())
-
-        wait_for("the runs training", training, 600)
-        runs = sorted((out / "runs").glob("*/seed1"))
-        training = {r.parent.name: trainings(r / "checkpoints") for r in runs}
-        before = {r.parent.name: (len(training[r.parent.name]), len(working_on(r)))
-                  for r in runs}
-        kill(proc.pid)
-        proc.wait()
-    pids = [p.pid for procs in training.values() for p in procs]
-    trained = wait_for("the trainings' end", lambda: not any(map(alive, pids)), 2)
-    gone = wait_for("no process left on the runs", lambda: not working_on(out / "runs"), 15)
-    return {"before": before, "no training after": round(trained, 2),
-            "no process after": round(trained + gone, 2)}
-
-
-@pytest.mark.slow  # a comparison killed twice (in turn, then --parallel 2), then finished
+@pytest.mark.slow  # killed_comparison: a comparison killed twice (in turn, then --parallel 2)
 def test_a_killed_comparison_leaves_no_training_and_resumes_as_if_uninterrupted(
-        raw, sequential, tmp_path):  # noqa: F811
-    started = time.monotonic()
-    out = tmp_path / "cmp"
-    save = {e: out / "runs" / e / "seed1" / "checkpoints" for e in ENCODINGS}
-    mid = {e: lambda e=e: ((save[e] / "checkpoint_last.pt").exists() and trainings(save[e])
-                           and not (save[e].parent / "trained.json").exists())
-           for e in ENCODINGS}
-
+        killed_comparison, sequential):
+    k = killed_comparison
     # in turn: a SIGKILL of the command alone (its fairseq-train is not in the kill)
-    first = killed(out, raw, (), mid["sinusoidal"], lambda pid: os.kill(pid, signal.SIGKILL))
+    first = k["first"]
     assert first["before"]["sinusoidal"][0] == 1, first
     assert first["before"].get("t5", (0, 0)) == (0, 0), first  # not started yet
 
     # --parallel 2: a SIGKILL of the command's whole group (the workers have their own)
-    second = killed(out, raw, ("--parallel", "2"), lambda: mid["sinusoidal"]() and mid["t5"](),
-                    lambda pid: os.killpg(pid, signal.SIGKILL))
+    second = k["second"]
     # fairseq-train and the worker per run, and fairseq-train's data loaders
     assert {e: n for e, (n, _) in second["before"].items()} == {"sinusoidal": 1, "t5": 1}
     assert all(n >= 2 for _, n in second["before"].values()), second
 
     # the rerun, with t5 still held by a process of an earlier command (as on a system whose
     # kernel does not end a killed command's processes): t5 waits for it, sinusoidal goes on
-    stop = tmp_path / "stop"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from tests.support.processes import hold\n"
-        "hold(Path(sys.argv[1]), Path(sys.argv[2]))"), str(save["t5"].parent), str(stop)],
-        cwd=Path(__file__).resolve().parents[2], env=subprocess_env(),
-        stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip().endswith("held")
-    most = {e: 0 for e in ENCODINGS}
-    held_t5 = []
-    done = threading.Event()
-
-    def count() -> None:  # every tenth of a second: the trainings of each run
-        while not done.wait(0.1):
-            for e in ENCODINGS:
-                most[e] = max(most[e], len(trainings(save[e])))
-            if holder.poll() is None:
-                held_t5.append(len(trainings(save["t5"])))
-
-    def release() -> None:  # the holder ends a second after t5's worker waits for it
-        log = save["t5"].parent / "job.log"
-        wait_for("t5 waiting", lambda: log.exists() and "waiting for pid" in log.read_text(),
-                 600)
-        time.sleep(1)
-        stop.touch()
-
-    threads = [threading.Thread(target=f, daemon=True) for f in (count, release)]
-    for t in threads:
-        t.start()
-    try:
-        rerun = subprocess.run(command(out, raw, "--parallel", "2"), capture_output=True,
-                               text=True, env=subprocess_env(), timeout=900,
-                               preexec_fn=two_cores)
-    finally:
-        done.set()
-        stop.touch()
-    holder.wait(10)
-    assert rerun.returncode == 0, rerun.stderr[-4000:]
-    assert "sinusoidal seed 1: its process ended without finishing; it runs again" in rerun.stderr
-    assert (f"t5 seed 1: still worked on by pid {holder.pid} (the test's holder), not by "
-            "this command") in rerun.stderr
-    job_log = (save["t5"].parent / "job.log").read_text()
-    assert f"t5 seed 1: waiting for pid {holder.pid} (the test's holder) to end" in job_log
+    rerun, holder = k["rerun"], k["rerun"]["holder"]
+    assert rerun["returncode"] == 0, rerun["said"][-4000:]
+    assert "sinusoidal seed 1: its process ended without finishing; it runs again" in \
+        rerun["said"]
+    assert (f"t5 seed 1: still worked on by pid {holder} (the test's holder), not by "
+            "this command") in rerun["said"]
+    assert f"t5 seed 1: waiting for pid {holder} (the test's holder) to end" in \
+        rerun["t5_job_log"]
+    held_t5 = rerun["held_t5"]
     assert held_t5 and not any(held_t5), "t5 trained while another process held it"
-    assert most == {"sinusoidal": 1, "t5": 1}, most  # never two trainings of a run at once
+    # never two trainings of a run at once
+    assert rerun["most"] == {"sinusoidal": 1, "t5": 1}, rerun["most"]
     # each run resumed from what the killed commands saved, and ends as if never killed
     for e in ENCODINGS:
         resumed = re.findall(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ (\d+) "
-                             r"updates\)", (save[e].parent / "train.log").read_text())
+                             r"updates\)", k["train_logs"][e])
         assert resumed and 0 < int(resumed[0]) < UPDATES, (e, resumed)
-    assert scores(out) == scores(sequential[0])
+    # the reference translates the split test only (the killed comparison test_long too)
+    reference = scores(sequential[0])
+    assert {key for key in k["scores"] if key[2] == "test"} == set(reference)
+    assert {key: v for key, v in k["scores"].items() if key[2] == "test"} == reference
     print(f"\nkilled in turn: {first}; killed with --parallel 2: {second}; t5 held during "
-          f"{len(held_t5)} samples; the test {time.monotonic() - started:.1f} s")
+          f"{len(held_t5)} samples; commands 1-3 {k['launch_seconds']:.1f} s, the killed "
+          f"comparison {k['seconds']:.1f} s")
 
 
 def validation_losses(run: Path) -> list[tuple[int, float]]:
