@@ -44,6 +44,7 @@ from .context import KernelFamily, PositionContext, PositionScope
 from .encodings.base import PositionEncoding
 from .encodings.kinds import PositionKind
 from .encodings.terms import low_rank_bias, low_rank_operands
+from .gate_sums import gate_dimensions, read_gates, step_gate_bias, with_gate_bias
 
 __all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "concat_low_rank"]
 
@@ -223,9 +224,11 @@ class PositionalAttentionCore:
             incremental=saved is not None, grad=torch.is_grad_enabled(),
             chosen_positions=ctx.positions is not None,
         ), self.low_rank_kernel, self.distance_kernel)
+        # INPUT_GATES terms read this call's input, their sums extend the cache.
+        gates = read_gates(positions.gates, query, key_padding_mask, saved)
         if plan.path is Path.STEP:
             assert saved is not None
-            return self._decode_step(query, saved, positions, ctx, plan), None
+            return self._decode_step(query, saved, positions, ctx, plan, gates), None
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.reshape(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -249,7 +252,8 @@ class PositionalAttentionCore:
         def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
             """``[q, P_Q ...]``, ``[k, P_K ...]`` for the concatenated low-rank terms."""
             return concat_low_rank(q, k, [
-                low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
+                gate_dimensions(gates[t], self.num_heads, tgt_len, q.dtype) if t in gates
+                else low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
                 for t in plan.concatenated])
 
         if plan.path is Path.FUSED_DISTANCE:
@@ -264,6 +268,7 @@ class PositionalAttentionCore:
                                             q_offset, input_padding_mask, ctx,
                                             skip=plan.concatenated,
                                             by_rows=plan.one_query_rows)
+        mask = with_gate_bias(mask, gates, plan.concatenated, self.num_heads, tgt_len)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -380,7 +385,7 @@ class PositionalAttentionCore:
         return self.dropout_module(probs) if self._dropout_p() else probs
 
     def _decode_step(self, query: Tensor, saved: Buffer, positions: AttachedPositions,
-                     ctx: PositionContext, plan: Plan) -> Tensor:
+                     ctx: PositionContext, plan: Plan, gates: dict) -> Tensor:
         """A step of beam search: one query per row, no padding, no weights asked; the
         explicit path's numbers with the fewest operations for the host to dispatch,
         which is what bounds beam search on a GPU (``docs/decisions.md``, "Decoding
@@ -421,6 +426,9 @@ class PositionalAttentionCore:
             free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
                               step_bias)
             bias = free if bias is None else bias + free
+        for sums in gates.values():  # c_i - c_j read from the cached sums
+            add = step_gate_bias(sums, heads)
+            bias = add if bias is None else bias + add
         if content is None:
             q_rows = q.view(rows, 1, head_dim)
             k_rows = k.view(rows, src_len, head_dim).transpose(1, 2)
