@@ -224,11 +224,11 @@ class PositionalAttentionCore:
             incremental=saved is not None, grad=torch.is_grad_enabled(),
             chosen_positions=ctx.positions is not None,
         ), self.low_rank_kernel, self.distance_kernel)
-        # INPUT_GATES terms read this call's input, their sums extend the cache.
-        gates = read_gates(positions.gates, query, key_padding_mask, saved)
         if plan.path is Path.STEP:
             assert saved is not None
-            return self._decode_step(query, saved, positions, ctx, plan, gates), None
+            return self._decode_step(query, saved, positions, ctx, plan), None
+        # INPUT_GATES terms read this call's input, their sums extend the cache.
+        gates = read_gates(positions.gates, query, key_padding_mask, saved)
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.reshape(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -385,7 +385,7 @@ class PositionalAttentionCore:
         return self.dropout_module(probs) if self._dropout_p() else probs
 
     def _decode_step(self, query: Tensor, saved: Buffer, positions: AttachedPositions,
-                     ctx: PositionContext, plan: Plan, gates: dict) -> Tensor:
+                     ctx: PositionContext, plan: Plan) -> Tensor:
         """A step of beam search: one query per row, no padding, no weights asked; the
         explicit path's numbers with the fewest operations for the host to dispatch,
         which is what bounds beam search on a GPU (``docs/decisions.md``, "Decoding
@@ -399,6 +399,7 @@ class PositionalAttentionCore:
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
         k, v, _ = self._extend_cache(saved, k, v, None)
+        gates = read_gates(positions.gates, query, None, saved)
         src_len = q_offset + 1
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
         # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the
