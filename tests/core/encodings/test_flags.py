@@ -27,7 +27,8 @@ ADDED = {"pos_kernels", "sandwich_dim", "fire_mlp_width", "fire_init_c", "fire_i
          "fire_shared", "cope_npos", "cope_shared", "random_positions",
          "shape_max_shift"}
 #: Values of --pos-encoding added since the snapshot (the old ones keep their meaning).
-ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope", "shape"}
+ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope", "shape",
+                   "fox"}
 
 
 def test_flags_are_the_snapshot():
