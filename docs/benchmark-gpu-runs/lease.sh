@@ -22,7 +22,8 @@
 #      translation of those four; first, the GPU suite (tests/core/kernels/test_gpu.py)
 #   5  the GPU suite again (the planner's rules for fixed tables and causal ALiBi changed
 #      after part 4); alibi's and sandwich's training steps as "auto" plans them now, at
-#      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16; four
+#      128, 256 and 512 tokens, fp16 with and without attention dropout, and bf16; fox's
+#      training steps, fp16, 128 and 512 tokens (its decoder on extra dimensions); four
 #      tiny posenc-compare runs on the GPU at once against one after another
 #      (parallel_runs.sh: --parallel 4 / 1)
 #   6  the README's headline on real text: posenc-compare --until-converged on the Debian
@@ -166,6 +167,9 @@ case "$part" in
     stage fixed-rule-dropout 60 150 "${bench[@]}" --encodings alibi sandwich \
       --lengths "${fixed_lengths[@]}" --dtype "$half" --calls train --attention-dropout 0.1 \
       --out-json "$out/fixed-rule-auto-dropout.json" --out-md /tmp/fixed-rule-dropout.md
+    stage train-fox 60 120 "${bench[@]}" --encodings fox --lengths "${lengths[@]}" \
+      --dtype "$half" --calls train --out-json "$out/train-fox-fp16.json" \
+      --out-md /tmp/train-fox.md
     dry=()
     [ "${LEASE_DRY:-0}" = 1 ] && dry=(dry)
     stage parallel-runs 90 240 bash docs/benchmark-gpu-runs/parallel_runs.sh "$out" "${dry[@]}"

@@ -44,6 +44,7 @@ from .context import KernelFamily, PositionContext, PositionScope
 from .encodings.base import PositionEncoding
 from .encodings.kinds import PositionKind
 from .encodings.terms import low_rank_bias, low_rank_operands
+from .gate_sums import gate_dimensions, read_gates, step_gate_bias, with_gate_bias
 
 __all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "concat_low_rank"]
 
@@ -226,6 +227,8 @@ class PositionalAttentionCore:
         if plan.path is Path.STEP:
             assert saved is not None
             return self._decode_step(query, saved, positions, ctx, plan), None
+        # INPUT_GATES terms read this call's input, their sums extend the cache.
+        gates = read_gates(positions.gates, query, key_padding_mask, saved)
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.reshape(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -249,7 +252,8 @@ class PositionalAttentionCore:
         def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
             """``[q, P_Q ...]``, ``[k, P_K ...]`` for the concatenated low-rank terms."""
             return concat_low_rank(q, k, [
-                low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
+                gate_dimensions(gates[t], self.num_heads, tgt_len, q.dtype) if t in gates
+                else low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
                 for t in plan.concatenated])
 
         if plan.path is Path.FUSED_DISTANCE:
@@ -264,6 +268,7 @@ class PositionalAttentionCore:
                                             q_offset, input_padding_mask, ctx,
                                             skip=plan.concatenated,
                                             by_rows=plan.one_query_rows)
+        mask = with_gate_bias(mask, gates, plan.concatenated, self.num_heads, tgt_len)
         if attn_mask is not None:
             mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
         if key_padding_mask is not None:
@@ -394,6 +399,7 @@ class PositionalAttentionCore:
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
         k, v, _ = self._extend_cache(saved, k, v, None)
+        gates = read_gates(positions.gates, query, None, saved)
         src_len = q_offset + 1
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
         # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the
@@ -421,6 +427,9 @@ class PositionalAttentionCore:
             free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
                               step_bias)
             bias = free if bias is None else bias + free
+        for sums in gates.values():  # c_i - c_j read from the cached sums
+            add = step_gate_bias(sums, heads)
+            bias = add if bias is None else bias + add
         if content is None:
             q_rows = q.view(rows, 1, head_dim)
             k_rows = k.view(rows, src_len, head_dim).transpose(1, 2)

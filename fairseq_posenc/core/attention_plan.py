@@ -85,6 +85,8 @@ class AttachedPositions:
     #: ``PROJECTION`` terms; ``ROTATION`` terms; ``PROBABILITIES`` terms (a value term).
     projections: tuple = ()
     rotations: tuple = ()
+    #: ``INPUT_GATES`` terms: every call reads their gates from the layer's input.
+    gates: tuple = ()
     on_probabilities: tuple = ()
     #: :attr:`KernelFamily.CLIPPED` terms: a decoding step adds their rows by key to its
     #: keys and values (:meth:`PositionEncoding.rows_by_key`).
@@ -128,6 +130,7 @@ class AttachedPositions:
         return cls(encoding, terms, scope,
                    projections=of_kind(PositionKind.PROJECTION),
                    rotations=of_kind(PositionKind.ROTATION),
+                   gates=of_kind(PositionKind.INPUT_GATES),
                    on_probabilities=of_kind(PositionKind.PROBABILITIES),
                    by_key=by_key, by_rows=of_family(KernelFamily.ROWS),
                    content_free=content_free, step_terms=step_terms,
@@ -276,6 +279,10 @@ def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRank
                 and kernels.auto_fuses(KernelFamily.DISTANCE, call.device, call.dtype,
                                            call.dropout, verified)):
             return False  # the fused kernel takes it (CAUSAL_CONCAT_MAX_LEN)
+    elif family is KernelFamily.CAUSAL_SUMS:
+        # c_i - c_j is c_i (dropped by the softmax) and -c_j under the causal mask only
+        if not call.causal:
+            return False
     else:
         return False
     return low_rank_kernel == "concat" or (low_rank_kernel == "auto"

@@ -55,6 +55,9 @@ class KernelFamily(enum.Enum):
     #: A distance bias that equals extra dimensions under the causal mask (causal ALiBi),
     #: and runs as :attr:`DISTANCE` without it.
     CAUSAL_EXTRA_DIMENSIONS = "extra dimensions when causal"
+    #: Differences of cumulative sums (``INPUT_GATES``) that are extra dimensions under the
+    #: causal mask: ``c_i - c_j`` less the per-row ``c_i``.
+    CAUSAL_SUMS = "cumulative sums as extra dimensions when causal"
 
 
 #: The families that are Triton kernels of this package, each self-checked.

@@ -10,7 +10,8 @@ and checkpoints trained by ``fairseq-train``: ``test_inspect_sentences.py``.
 
 The numeric checks never call the code under test: they run a layer's
 ``PositionalMultiheadAttention.forward`` (float64, explicit path with ``need_head_weights``)
-with its q/k projection weights zeroed, so every token has the same query and key and the
+with its q/k projection weights zeroed (and FoX's gate weights, so that every gate is
+``sigmoid(b_h)``, the report's probe), so every token has the same query and key and the
 content part of each logit is one constant; the logits are recovered from the returned
 probabilities (``log p_ij - log p_i0``, which removes that constant and the softmax's
 normaliser). What is left is what the layer's position terms add -- computed by the
@@ -66,7 +67,7 @@ def expected_keys(name: str) -> set[str]:
         "diet_abs": ["diet_abs-logits"],
         "diet_abs_lin": ["diet_abs_lin-logits"], "tupe_a": ["tupe_a-logits"],
         "tupe_r": ["tupe_r-logits", "t5-bias"], "fire": ["fire-logits"],
-        "cope": ["cope-position-bias", "cope-position-logits"],
+        "cope": ["cope-position-bias", "cope-position-logits"], "fox": ["fox-bias"],
     }[encoding]
     keys = {f"{stack}-{what}" for stack in ("encoder", "decoder") for what in per_stack}
     if encoding == "diet_abs_lin":  # a causal decoder cannot project: it is diet_abs
@@ -143,6 +144,9 @@ def attention_logits(model, stack: str, layer: int, n: int, q_bias=None, k_bias=
             proj.weight.zero_()
             if not keep_biases:
                 proj.bias.copy_(torch.zeros_like(proj.bias) if bias is None else bias)
+        gate = getattr(attn.encoding, "gate", None)  # fox's gates read the input too:
+        if gate is not None:  # zeroed, every gate is sigmoid(b_h), as the report's probe
+            gate.weight.zero_()
     x = torch.randn(n, 1, attn.embed_dim, dtype=torch.float64)
     mask = (torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
             if stack == "decoder" else None)

@@ -26,6 +26,9 @@ what it may add for a fused kernel (:attr:`~.base.PositionEncoding.fused_kernel`
   3, CoPE);
 * :class:`Projection` -- ``PROJECTION``: keys and values from the input projected along the
   sequence, with their own bias (DIET-ABS on a Linformer);
+* :class:`InputGates` -- ``INPUT_GATES``: a bias from gates that read the layer's input,
+  ``c_i - c_j`` of per-head cumulative sums of log-gates (FoX); fused:
+  ``CAUSAL_SUMS`` (the sums as extra dimensions under the causal mask);
 * :class:`InputEmbedding` -- ``INPUT``: fairseq's own position embeddings, configured.
 
 A class may derive from two kinds and set its ``kind`` per instance when a constructor
@@ -75,6 +78,9 @@ class PositionKind(enum.Enum):
     #: Keys and values computed from a projection of the input along the sequence, with
     #: their own bias (``project_sequence`` and ``projected_bias``).
     PROJECTION = "projection of keys and values"
+    #: Differences of cumulative sums of log-gates that read the layer's input, added to
+    #: the logits (``log_gates``; the sums are cached while decoding).
+    INPUT_GATES = "bias from gates on the layer input"
 
 
 # What each kind asks of the attention, declared with the kinds; the planner
@@ -83,7 +89,7 @@ class PositionKind(enum.Enum):
 #: Kinds that add a ``len x len`` (or larger) tensor to the logits.
 MASK_SIZED = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
                         PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
-                        PositionKind.PROJECTION})
+                        PositionKind.PROJECTION, PositionKind.INPUT_GATES})
 #: Kinds that need the logits written out (the explicit path), unless fused.
 NEEDS_LOGITS = frozenset({PositionKind.DISTANCE_SCALE, PositionKind.CONTENT_LOGITS,
                           PositionKind.PROBABILITIES})
@@ -93,7 +99,7 @@ CONTENT_FREE = frozenset({PositionKind.DISTANCE_BIAS, PositionKind.PAIR_BIAS,
 #: Additive kinds whose tensor reads the queries or keys (so it has a gradient whenever
 #: autograd records).
 READS_CONTENT = frozenset({PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES,
-                           PositionKind.PROJECTION})
+                           PositionKind.PROJECTION, PositionKind.INPUT_GATES})
 #: Kinds added to the float mask (:data:`MASK_SIZED` and the low-rank bias).
 ADDITIVE = MASK_SIZED | {PositionKind.LOW_RANK}
 
@@ -285,6 +291,25 @@ class Projection(PositionEncoding):
         raise NotImplementedError
 
 
+class InputGates(PositionEncoding):
+    """A bias from gates that read the attention layer's input ``x_t``: per head, ``D_ij =
+    c_i - c_j`` with ``c`` the cumulative sum of the log-gates over positions (the forward
+    gates for keys up to the query; a bidirectional term's backward gates, ``c'_j - c'_i``,
+    for keys after it). The attention reads the gates once per call, keeps the sums of
+    every cached key, and adds the differences (:mod:`fairseq_posenc.core.gate_sums`)."""
+
+    kind = PositionKind.INPUT_GATES
+    methods = ("log_gates",)
+    #: Whether keys after the query read a second set of gates (the encoder's form).
+    bidirectional: bool = False
+
+    def log_gates(self, x: Tensor) -> Tensor:
+        """``(B, G, T)``, at least float32: ``log f_t`` of every position of ``x``
+        (``(T, B, C)``); ``G = H``, or ``2 H`` when :attr:`bidirectional` (the forward
+        gates, then the backward ones)."""
+        raise NotImplementedError
+
+
 class InputEmbedding(PositionEncoding):
     """Position embeddings added to the input by fairseq's own modules; self-attention
     stays stock. ``fairseq_flags`` says how fairseq's transformer is configured."""
@@ -298,7 +323,7 @@ class InputEmbedding(PositionEncoding):
 
 #: Every kind's base class.
 KINDS = (DistanceBias, PairBias, LowRank, Rotation, ContentBias, ContentLogits, Projection,
-         InputEmbedding)
+         InputGates, InputEmbedding)
 
 
 def unimplemented_kinds(cls: type) -> list[type]:

@@ -140,6 +140,12 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
                                   "contextual position p of the table, from "
                                   "position_logits(); a fractional position interpolates "
                                   "between its two neighbours."),
+    ("fox", "bias"): ("FoX forget-gate bias sum_t log f_t, content-free part",
+                      "Lin et al. 2025 sec. 2: f_t = sigmoid(w_h.x_t + b_h) reads the layer's "
+                      "input, so nothing is content-free; plotted is the bias for an "
+                      "all-zero input, every gate sigmoid(b_h): (i - j) log sigmoid(b_h) for "
+                      "keys up to the query, through the attention's own cumulative sums. "
+                      "Encoder: keys after the query read the second gate per head."),
     ("segments", "logits"): ("Segment term S[l,h][seg(i), seg(j)]",
                              "Chen et al. 2021b eqs. 1-3 (--segment-attention): the learned "
                              "K x K table per head and layer, from pair_bias() with one "

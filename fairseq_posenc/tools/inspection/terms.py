@@ -29,6 +29,10 @@ each term is read according to its declared
   product of a rotated pair is ``2 cos((j - i) theta_p)`` (xPos: times its decay
   ``zeta_p^((i - j)/gamma)``); the picture is the mean over pairs (1 at distance 0), i.e.
   ``q_i.k_j / d_h``, and the per-pair table.
+* ``INPUT_GATES`` -- FoX's gates read an all-zero layer input (their biases: the part no
+  token changes), every log-gate then ``log sigmoid(b_h)``: the bias ``c_i - c_j`` of one
+  query at position ``D``, from the attention's own sums and bias
+  (:mod:`fairseq_posenc.core.gate_sums`).
 * ``INPUT`` -- the stack's own position embedding module (cosine similarities).
 
 Limits: distances up to ``--max-distance`` and heatmaps over ``--positions`` positions,
@@ -51,6 +55,7 @@ from ...core.encodings.terms import low_rank_bias
 from ...core.encodings.cope import CoPE
 from ...core.encodings.shaw import Shaw
 from ...core.encodings.xl import TransformerXL
+from ...core.gate_sums import gate_bias, gate_sums
 from ...core.segments import SegmentAttention
 from . import captions
 from .layers import (
@@ -260,6 +265,18 @@ def cope_pictures(stack: Stack, group: list[TermUse], d: int, k_len: int,
                           xlabel="contextual position p")]
 
 
+def gate_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> list[Picture]:
+    d, k_len, x = distance_probe(stack, limits)
+
+    def probe(use: TermUse) -> Tensor:
+        zero = use.attn.q_proj.weight.new_zeros(k_len, 1, use.attn.embed_dim)
+        sums = gate_sums(use.term, zero, None, None)
+        bias = gate_bias(sums, use.attn.num_heads, k_len, use.term.bidirectional)
+        return bias[0, :, d]
+
+    return [curve_picture(stack, group, "bias", x, probe, "added to the logit")]
+
+
 BY_KIND: dict[PositionKind, Callable[[Stack, list[TermUse], Limits], list[Picture]]] = {
     K.DISTANCE_BIAS: distance_pictures,
     K.DISTANCE_SCALE: distance_pictures,
@@ -270,6 +287,7 @@ BY_KIND: dict[PositionKind, Callable[[Stack, list[TermUse], Limits], list[Pictur
     K.PROBABILITIES: content_pictures,
     K.CONTENT_LOGITS: content_logit_pictures,
     K.ROTATION: rotation_pictures,
+    K.INPUT_GATES: gate_pictures,
 }
 
 

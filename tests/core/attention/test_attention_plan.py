@@ -92,6 +92,8 @@ ENCODER = {
     "fire": (EXPLICIT, SDPA, DISTANCE),
     # content logits: the gates are the logits, written out
     "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
+    # gates on the input, both directions: a len x len bias with a gradient (not rank 2)
+    "fox": (EXPLICIT, SDPA, SDPA),
 }
 DECODER = {
     **ENCODER,
@@ -99,6 +101,8 @@ DECODER = {
     # fused kernel (CAUSAL_CONCAT_MAX_LEN)
     "alibi": (SDPA, EXTRA, DISTANCE),
     "diet_abs_lin": (EXPLICIT, EXTRA, EXTRA),  # the decoder's DIET-ABS
+    # c_i - c_j under the causal mask: -c_j (split in two) as extra dimensions on CUDA
+    "fox": (EXPLICIT, EXTRA, EXTRA),
 }
 
 
@@ -136,6 +140,7 @@ CHOSEN = {
     "fire": (EXPLICIT, SDPA, SDPA),
     "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
     "xpos": (SDPA, SDPA, SDPA),
+    "fox": (EXPLICIT, SDPA, SDPA),
 }
 
 
@@ -267,6 +272,17 @@ def test_every_decoder_steps_on_the_step_path(encoding, device, dtype):
     ("xl", {}, training(CUDA, torch.float16, True, q_len=1, k_len=1,
                         chosen_positions=True), EXPLICIT),
     ("rope", {}, step(CUDA, torch.float16, chosen_positions=True), EXPLICIT),
+    # fox's causal sums: extra dimensions on CPU when asked (the CUDA route's CPU form),
+    # with a cached prefix, and with or without dropout; the bias when asked, or when
+    # weights are
+    ("fox", {"low_rank_kernel": "concat"}, training(CPU, torch.float32, True), EXTRA),
+    ("fox", {}, training(CUDA, torch.float16, True, q_len=3, k_len=300, incremental=True),
+     EXTRA),
+    ("fox", {}, training(CUDA, torch.bfloat16, True, dropout=False, q_len=512, k_len=512),
+     EXTRA),
+    ("fox", {"low_rank_kernel": "bias"}, training(CUDA, torch.float16, True), SDPA),
+    ("fox", {}, training(CUDA, torch.float16, True, need_weights=True), EXPLICIT),
+    ("fox", {"low_rank_kernel": "concat"}, training(CPU, torch.float32, False), EXPLICIT),
 ])
 def test_other_calls(name, flags, call, expected):
     kernels = {key: flags.pop(key) for key in ("low_rank_kernel", "distance_kernel")

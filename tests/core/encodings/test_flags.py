@@ -28,7 +28,8 @@ ADDED = {"pos_kernels", "sandwich_dim", "fire_mlp_width", "fire_init_c", "fire_i
          "shape_max_shift", "rope_fraction", "encoder_pos_encoding",
          "decoder_pos_encoding"}
 #: Values of --pos-encoding added since the snapshot (the old ones keep their meaning).
-ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope", "shape"}
+ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope", "shape",
+                   "fox"}
 
 
 def test_flags_are_the_snapshot():

@@ -56,6 +56,9 @@ EXPECTED = {
     "fire": 2 * L * (2 * 32 + 32 * H + H + 2),
     # CoPE, per layer: d_h x npos (npos = n + 1); the encoder's table has both signs
     "cope": both(lambda n: L * D * (2 * n + 1), lambda n: L * D * (n + 1)),
+    # FoX, per layer: w (G x 128) and b (G) of the gates, G = 2H in the encoder (one set
+    # per direction), H in the decoder
+    "fox": L * (2 * H * 128 + 2 * H) + L * (H * 128 + H),
 }
 
 

@@ -292,6 +292,8 @@ def test_training_reads_the_drawn_positions_in_every_layer(encoding):
                  "are counts of gates"),
     ("fire", [], "--random-positions cannot apply to --pos-encoding fire: its bias is a "
                  "function of the query's position"),
+    ("fox", [], "--random-positions cannot apply to --pos-encoding fox: its bias is the sum "
+                "of gates read from the tokens between query and key"),
     ("tupe_a", ["--tupe-reset-first"], "--random-positions cannot apply to --pos-encoding "
                                        "tupe_a: --tupe-reset-first unties position 0"),
     ("learned", ["--max-target-positions", "30"],
@@ -318,6 +320,6 @@ def test_a_span_below_one_is_an_error():
 
 def test_refusals_are_declared():
     assert {name for name in ENCODINGS if name not in TAKING} == {
-        "none", "shape", "diet_abs_lin", "fire", "cope"}
+        "none", "shape", "diet_abs_lin", "fire", "cope", "fox"}
     assert get_encoding("tupe_r").random_positions_refusal(
         encoding_values("tupe_r", tupe_reset_first=True)) is not None
