@@ -39,10 +39,11 @@ from tests.support.cli_utils import REPO_ROOT, subprocess_env
 from tests.support.processes import alive, trainings, wait_for, working_on
 
 ENCODINGS = ["sinusoidal", "t5"]
-#: Updates per run: a checkpoint at each (a run validates 20 times, at least once per
-#: update), enough left after the first for a kill or a SLURM requeue to land while the run
-#: trains, and more than an epoch of the toy corpus (4 updates of the default batch).
-UPDATES = 20
+#: Updates per run: a checkpoint every few (a run validates 20 times), enough left after
+#: the first for a kill or a SLURM requeue to land while the run trains on a loaded machine
+#: (at 20, a requeue under load came after the last update), and more than an epoch of the
+#: toy corpus (4 updates of the default batch).
+UPDATES = 50
 #: The splits the killed comparison translates: ``test_long`` holds sentences longer than
 #: any training source.
 TESTS = ("test", "test_long")
