@@ -126,8 +126,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         for daemon in ("slurmctld", "slurmd"):
             subprocess.run([_which(daemon), "-f", str(conf)], check=True, env=env,
                            capture_output=True)
-            _wait(f"{daemon} wrote its pid", (tmp / f"{daemon}.pid").exists)
-            pids.append(int((tmp / f"{daemon}.pid").read_text()))
+            pid_file = tmp / f"{daemon}.pid"
+            # the daemon creates the file before it writes the number: wait for the number
+            _wait(f"{daemon} wrote its pid",
+                  lambda f=pid_file: f.exists() and f.read_text().strip().isdigit())
+            pids.append(int(pid_file.read_text()))
 
         def idle() -> bool:
             out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True,
