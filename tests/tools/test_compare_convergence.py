@@ -176,8 +176,10 @@ def test_a_run_still_improving_marks_its_rows_in_every_table_and_report_json(tmp
     assert "| yes †: fell 4.0% (800-1000), more than 1% |" in table_rows[2]
     said = "the difference may be training speed, not final quality: train longer (raise " \
            "--max-update"
-    assert md.count(said) == 3  # beside each of the three tables
-    assert "†: this run was still improving" in md
+    assert md.count(said) == 1  # once, under "How to read"; each marked table points there
+    assert "in the table of runs, that run was (its validation loss fell" in md
+    assert md.count("mean: [above](#how-to-read).") == 2  # the split's table, by source length
+    assert md.count("What † means: [above](#how-to-read).") == 1  # the runs
 
 
 # --- raising --max-update -------------------------------------------------------------------
