@@ -3,7 +3,9 @@
 # corpus (docs/real-corpus.md), six encodings trained at once on one GPU.
 #   bash docs/benchmark-gpu-runs/converged_real.sh OUT SECONDS [dry]
 # Needs data/gettext, built where the network is (the device has none) and carried to the
-# device (`carry: ["data/gettext", ...]`, 5 MB without the downloads):
+# device (`carry: ["data/gettext", ...]`, 5 MB without the downloads), from the Debian mirror
+# of that machine's apt sources, or --mirror URL on one that is not Debian (a --cache that
+# holds every package needs neither):
 #   python scripts/make_gettext_corpus.py --out data/gettext --cache /tmp/gettext-debs
 # The cap rises in steps (CAPS): a step that ends leaves a whole report (every run
 # converged or at the step's cap, shown as such), the next raises the cap and continues only

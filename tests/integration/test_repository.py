@@ -4,6 +4,9 @@ A clone holds only the files git tracks. Checks over them:
 - no tracked file points outside the repository: to a folder beside the checkout, to
   working notes kept elsewhere, or to an issue tracker's numbers (what the code relies on
   is written in ``docs/``);
+- no tracked file names the host of a package registry (PyPI's, Debian's archive's,
+  npm's): the tools take a mirror from the machine or the command line, and the docs say
+  "a Debian mirror";
 - every relative link in a tracked Markdown file leads to a tracked file, and every
   ``#anchor`` into a Markdown page to one of its headings, so that each page the README
   moved a paragraph to is one click away and stays so;
@@ -30,6 +33,11 @@ OUTSIDE = {
     "the team's notes": re.compile(r"\b(SPEC|FAIRSEQ_" + r"NOTES)\.md\b|FAIRSEQ_" + "NOTES"),
     "an issue number": re.compile(r"\b" + "issues?" + r"[ -]?#?\d+", re.IGNORECASE),
 }
+
+#: The registries' hosts, any subdomain (deb., archive., files.); assembled from pieces too.
+REGISTRY = re.compile(r"\b(" + "|".join(
+    [r"debian\.org", "pypi" + r"\.org", "python" + r"hosted\.org", "npm" + r"js\.(org|com)"])
+    + r")\b", re.IGNORECASE)
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
@@ -82,6 +90,17 @@ def test_no_tracked_file_refers_outside_the_repository():
                 if pattern.search(line):
                     hits.append(f"{path.relative_to(ROOT)}:{number}: {what}: {line.strip()[:120]}")
     assert not hits, "say it in the repository's own docs instead:\n" + "\n".join(hits)
+
+
+def test_no_tracked_file_names_a_package_registrys_host():
+    hits = []
+    for path in tracked_files():
+        text = text_of(path)
+        for number, line in enumerate((text or "").splitlines(), 1):
+            if REGISTRY.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:120]}")
+    assert not hits, ("a registry's host in the repository: take the mirror from the machine or "
+                      "a flag, and say \"a Debian mirror\" in the docs:\n" + "\n".join(hits))
 
 
 def test_relative_links_in_markdown_lead_to_tracked_files_and_headings():

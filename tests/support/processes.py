@@ -1,10 +1,12 @@
 """The live processes that work on a directory, read from Linux's ``/proc``: what the kill
 tests count (a process whose command line names the directory: a local worker's task file,
 fairseq-train's ``--save-dir``). A process that has ended and that no one has reaped yet
-(a zombie, its parent gone) does not count: it runs nothing."""
+(a zombie, its parent gone) does not count: it runs nothing. And :func:`at_default`, which
+starts a command that a test signals as a terminal would start it."""
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,19 @@ def trainings(directory: Path) -> list[Proc]:
     procs = [p for p in working_on(directory) if p.fairseq_train]
     pids = {p.pid for p in procs}
     return [p for p in procs if p.ppid not in pids]
+
+
+def at_default(*signals: signal.Signals) -> Callable[[], None]:
+    """A ``preexec_fn`` that starts the child with ``signals`` at their default action, as a
+    terminal starts a command, however the tests were started: a child keeps a signal ignored
+    that its parent ignored (as it should: ``nohup`` relies on it), and a background job of a
+    non-interactive shell (``bash scripts/test.sh &``) starts with SIGINT ignored, ``nohup``
+    with SIGHUP, a job runner maybe with either. A test that sends a signal to a command
+    starts it so, or the signal finds it ignored."""
+    def reset() -> None:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_DFL)
+    return reset
 
 
 def alive(pid: int) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from tests.support.cli_utils import subprocess_env
+from tests.support.compare_reports import fake_comparison
 from fairseq_posenc.tools.compare import budget, cli, convergence, data, report, settings as settings_mod
 from fairseq_posenc.tools.experiment.fairseq_run import run_fairseq
 from fairseq_posenc.tools.experiment.trainlog import validation_losses
@@ -133,28 +134,11 @@ def test_runs_validate_at_least_ten_times_under_max_update(tmp_path, max_update,
 
 # --- the marker in report.json and report.md -------------------------------------------------
 
-def valid_line(update: int, loss: float) -> str:
-    """A validation as fairseq-train logs it (--log-format simple)."""
-    return (f"2026-11-26 09:22:52 | INFO | valid | epoch 001 | valid on 'valid' subset | "
-            f"loss {loss} | nll_loss {loss - 0.4} | ppl 9.9 | wps 59010.8 | wpb 2111.5 | "
-            f"bsz 148 | num_updates {update}\n")
-
-
 def settings_of(data: Path, *extra: str) -> settings_mod.Settings:
     parser = cli.parser()
     args = parser.parse_args([str(data / "out"), "--data", str(data), "-s", "en", "-t", "de",
                               "--encodings", "t5", "--cpu", *extra])
     return cli.settings_of(args, parser)
-
-
-def fake_comparison(out: Path, curves: dict[tuple[str, int], list[tuple[int, float]]]) -> None:
-    for (encoding, seed), points in curves.items():
-        run = Run(encoding, seed)
-        run.dir(out).mkdir(parents=True)
-        run.train_log(out).write_text("".join(valid_line(u, v) for u, v in points))
-        run.trained(out).write_text(json.dumps({
-            "checkpoint": str(run.save_dir(out) / "checkpoint_last.pt"),
-            "last_update": points[-1][0], "words_per_second": 1000.0}))
 
 
 def test_a_run_still_improving_marks_its_rows_in_every_table_and_report_json(tmp_path):
@@ -192,8 +176,10 @@ def test_a_run_still_improving_marks_its_rows_in_every_table_and_report_json(tmp
     assert "| yes †: fell 4.0% (800-1000), more than 1% |" in table_rows[2]
     said = "the difference may be training speed, not final quality: train longer (raise " \
            "--max-update"
-    assert md.count(said) == 3  # beside each of the three tables
-    assert "†: this run was still improving" in md
+    assert md.count(said) == 1  # once, under "How to read"; each marked table points there
+    assert "in the table of runs, that run was (its validation loss fell" in md
+    assert md.count("mean: [above](#how-to-read).") == 2  # the split's table, by source length
+    assert md.count("What † means: [above](#how-to-read).") == 1  # the runs
 
 
 # --- raising --max-update -------------------------------------------------------------------

@@ -5,7 +5,9 @@ The catalogs and packages are written in the test from their documented formats
 (tests/support/gettext_files.py; ``dpkg-deb --build`` makes one more where it exists), and
 Python's own ``gettext.GNUTranslations`` reads the same catalogs as a second reader. The
 expected pairs are written out by hand from the rules of docs/real-corpus.md. The downloads
-come from a mirror directory laid out like Debian's (``pool/...``).
+come from a mirror directory laid out like Debian's (``pool/...``), named by ``--mirror`` or
+by apt sources written in the test (in both of apt's formats, as sources.list(5) describes
+them; never this machine's), whose Debian mirrors are listed by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.tools.gettext_corpus import build, catalogs, cleaning, packages
+from fairseq_posenc.tools.gettext_corpus import build, catalogs, cleaning, mirrors, packages
 from tests.support.gettext_files import (dpkg_deb_build, mo_entry, write_ar_deb, write_mo)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -307,3 +309,125 @@ def test_the_pinned_list_and_its_page_agree():
         assert re.fullmatch(r"[0-9a-f]{64}", p.sha256)
         assert p.path.startswith("pool/main/") and p.path.endswith(".deb")
         assert f"`{p.name}` | {p.version} |" in page, p.name
+
+
+# ------------------------------------------------------------------------------ the mirrors
+
+def write_apt(root: Path, sources_list: str = "", parts: dict[str, str] = ()) -> Path:
+    """``root/etc/apt`` with ``sources.list`` and the files of ``sources.list.d``."""
+    etc = root / "etc" / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    (etc / "sources.list").write_text(sources_list)
+    for name, text in dict(parts).items():
+        (etc / "sources.list.d" / name).write_text(text)
+    return root
+
+
+#: A Debian 12 machine's sources in deb822, as Debian's installer writes them (the main
+#: archive, then the security archive's own suite), with a vendor's repository beside them.
+DEBIAN_SOURCES = """\
+Types: deb
+# a comment inside the stanza
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def test_apt_sources_give_the_debian_mirrors_in_apts_order(tmp_path):
+    root = write_apt(tmp_path, sources_list=(
+        "# deb http://commented.example/debian bookworm main\n"
+        "deb-src http://sources.example/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://ubuntu.example/ubuntu jammy main\n"
+        "deb cdrom:[Debian 12]/ bookworm main\n"
+        "deb [trusted=yes] file:/srv/debian/ stable main  # a local copy\n"), parts={
+        "debian.sources": DEBIAN_SOURCES,
+        "a-vendor.list": "deb https://vendor.example/apt nodistro main\n",
+        "b-off.sources": "Enabled: no\nTypes: deb\nURIs: http://off.example/debian\n"
+                         "Suites: bookworm\n",
+        "c-two.sources": "Types: deb deb-src\nURIs: http://one.example/debian\n"
+                         "  http://mirror.example/debian/\nSuites: sid\nComponents: main\n",
+        "z-backports.list": "deb http://backports.example/debian bookworm-backports main\n",
+        "ignored.list.disabled": "deb http://disabled.example/debian bookworm main\n"})
+    # .list files before .sources files, each set in name order; each mirror once
+    assert [(m, p.name) for m, p in mirrors.debian_mirrors(root)] == [
+        ("file:///srv/debian", "sources.list"),
+        ("http://backports.example/debian", "z-backports.list"),
+        ("http://one.example/debian", "c-two.sources"),
+        ("http://mirror.example/debian", "c-two.sources"),
+    ]
+    assert mirrors.debian_mirrors(tmp_path / "no-apt-here") == []
+
+
+@pytest.mark.parametrize("suite, debian", [
+    ("bookworm", True), ("trixie-updates", True), ("stable-backports", True), ("sid", True),
+    ("bookworm-security", False), ("jammy", False), ("nodistro", False),
+    ("cloud-sdk-bookworm", False), ("/", False)])
+def test_debian_suites(suite, debian):
+    assert mirrors.is_debian_suite(suite) is debian
+
+
+def test_without_mirror_the_apt_sources_mirror_serves_the_packages(tmp_path, capsys):
+    mirror = tmp_path / "mirror"
+    listing = package_list(tmp_path / "packages.tsv", mirror, make_mirror(mirror))
+    root = write_apt(tmp_path / "apt", parts={
+        "debian.sources": DEBIAN_SOURCES.replace("http://mirror.example/debian\n",
+                                                 f"file:{mirror}\n")})
+    assert build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
+                       "--valid", "3", "--test", "4"], apt_root=root) == 0
+    err = capsys.readouterr().err
+    assert f"mirror {mirror.as_uri()} (from {root}/etc/apt/sources.list.d/debian.sources)" in err
+    assert err.count(f"from {mirror.as_uri()}") == 2  # both packages downloaded from it
+    assert len(read_split(tmp_path / "out", "test")) == 4
+
+
+def test_without_a_debian_mirror_the_command_names_mirror_before_downloading(tmp_path):
+    mirror = tmp_path / "mirror"
+    listing = package_list(tmp_path / "packages.tsv", mirror, make_mirror(mirror))
+    root = write_apt(tmp_path / "apt", "deb http://ubuntu.example/ubuntu jammy main\n")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    with pytest.raises(SystemExit) as refused:
+        build.main(["--out", str(out), "--cache", str(cache), "--packages", str(listing)],
+                   apt_root=root)
+    message = str(refused.value)
+    assert message.startswith("make_gettext_corpus: no Debian mirror to download 2 package "
+                              "file(s) from (alpha_1.0-1_all.deb, beta_1.0-1_all.deb)")
+    assert f"{root}/etc/apt/sources.list" in message and "Pass --mirror URL" in message
+    assert list(cache.iterdir()) == [] and not (out / "train.en").exists()
+
+
+def test_a_cache_of_every_file_needs_no_mirror(tmp_path, capsys):
+    """The GPU runs' case: the corpus built offline from a --cache filled elsewhere."""
+    mirror = tmp_path / "mirror"
+    made = make_mirror(mirror)
+    listing = package_list(tmp_path / "packages.tsv", mirror, made)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for _, deb in made:
+        (cache / deb.name).write_bytes(deb.read_bytes())
+    root = write_apt(tmp_path / "apt")  # no source at all
+    assert build.main(["--out", str(tmp_path / "out"), "--cache", str(cache), "--packages",
+                       str(listing), "--valid", "3", "--test", "4"], apt_root=root) == 0
+    assert capsys.readouterr().err.count(": cached (") == 2
+
+
+def test_mirrors_are_tried_in_order_an_archive_after_the_usual_one(tmp_path, capsys):
+    """beta is gone from the usual mirror and kept in the archive, at the same path."""
+    usual, archive = tmp_path / "usual", tmp_path / "archive"
+    made = make_mirror(usual)
+    listing = package_list(tmp_path / "packages.tsv", usual, made)
+    beta = archive / made[1][1].relative_to(usual)
+    beta.parent.mkdir(parents=True)
+    made[1][1].rename(beta)
+    assert build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
+                       "--mirror", str(usual), "--mirror", str(archive), "--valid", "3",
+                       "--test", "4"], apt_root=write_apt(tmp_path / "apt")) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"alpha 1.0-1: downloaded .* from {re.escape(usual.as_uri())}$", err, re.M)
+    assert re.search(rf"beta 1.0-1: downloaded .* from {re.escape(archive.as_uri())}$", err, re.M)

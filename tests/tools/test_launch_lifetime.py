@@ -19,7 +19,7 @@ import pytest
 
 from fairseq_posenc.tools.launch import lock
 from tests.support.cli_utils import subprocess_env
-from tests.support.processes import alive, live, wait_for, working_on
+from tests.support.processes import alive, at_default, live, wait_for, working_on
 
 ROOT = Path(__file__).resolve().parents[2]
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -48,15 +48,19 @@ print("done", flush=True)
 """
 
 
+#: The signals the tests send the command (SIGKILL cannot be ignored).
+SENT = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
 def start(out: Path, parallel: int, seconds: float = 120) -> subprocess.Popen:
     """The command in a process group (a session) of its own, as a terminal starts it: with
-    SIGHUP at its default even when the tests run under ``nohup`` (whose ignored SIGHUP the
-    command keeps ignored, as it should)."""
+    the signals the tests send at their default even when the tests run as a background job
+    (SIGINT ignored) or under ``nohup`` (SIGHUP ignored), which the command would keep
+    ignored, as it should (:func:`tests.support.processes.at_default`)."""
     return subprocess.Popen([sys.executable, "-c", COMMAND, str(out), str(parallel),
                              str(seconds)], cwd=ROOT, env=subprocess_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+                            start_new_session=True, preexec_fn=at_default(*SENT))
 
 
 @pytest.fixture

@@ -23,7 +23,9 @@ validations from ``E >= 10`` on (:mod:`.stopping`). A run that ``--until-converg
 by its patience is not improving, whatever its window.
 
 A comparison row (an encoding against the baseline) is marked :data:`MARK` when a run of
-either is still improving, in every table of the report, with :func:`explanation` beside it.
+either is still improving, in every table of the report, and the table of runs marks each run
+that is; the report explains the marker once (:func:`explanation`), and each marked table
+points to it (:func:`any_marked`).
 """
 
 from __future__ import annotations
@@ -181,20 +183,25 @@ def marked(label: str, flag: Optional[bool]) -> str:
     return f"{label} {MARK}" if flag else label
 
 
-def explanation(settings: dict[str, Any], runs: bool = False) -> str:
-    """The marker's explanation, beside each table that carries it (``runs``: a table of
-    runs, whose marker is the run's own)."""
+def explanation(settings: dict[str, Any]) -> str:
+    """The marker's one explanation in the report, for the comparison rows and the runs
+    alike."""
     longer = ("raise --max-update: the runs continue from their last checkpoint"
               if settings.get("max_update") else "more epochs, or --max-update")
     if settings.get("until_converged"):
         longer = ("raise the cap --max-update: the runs that reached it continue from their "
                   "last checkpoint, the converged ones stay")
-    who = "this run" if runs else "a run of this encoding or of the baseline"
-    return (f"{MARK}: {who} was still improving when its "
-            f"training stopped (its validation loss fell over the last {WINDOW:.0%} of its "
-            "updates by more than the spread between seeds, or by more than "
-            f"{ONE_SEED_FALL:.0%} with one seed): the difference may be training speed, not "
-            f"final quality: train longer ({longer}).")
+    return (f"{MARK}: after an encoding, a run of it or of the baseline was still improving "
+            "when its training stopped; in the table of runs, that run was (its validation "
+            f"loss fell over the last {WINDOW:.0%} of its updates by more than the spread "
+            f"between seeds, or by more than {ONE_SEED_FALL:.0%} with one seed): the "
+            "difference may be training speed, not final quality: train longer "
+            f"({longer}).")
+
+
+def any_marked(rows: Iterable[dict[str, Any]]) -> bool:
+    """Whether a table of ``rows`` (comparison rows or runs) carries the marker."""
+    return any(r.get("still_improving") for r in rows)
 
 
 def stopped_cell(record: dict[str, Any], patience: Optional[int]) -> str:
@@ -211,11 +218,3 @@ def cell(record: dict[str, Any]) -> str:
     state = {True: f"yes {MARK}", False: "no", None: "unknown"}[record["still_improving"]]
     return f"{state}: {record['convergence']['reason']}"
 
-
-def notes(rows: Sequence[dict[str, Any]], settings: dict[str, Any],
-          runs: bool = False) -> list[tuple[str, str]]:
-    """The paragraph that explains the marker, for a table of ``rows`` where one is marked
-    (a report block: ``("p", text)``)."""
-    if not any(r.get("still_improving") for r in rows):
-        return []
-    return [("p", explanation(settings, runs))]

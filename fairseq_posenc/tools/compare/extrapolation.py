@@ -14,9 +14,10 @@ of sentence, read from the binarized data.
   bN]`` when ``aN < L <= bN``), :func:`entries` scores a row's translations in them (per bin:
   the sentences, whether they are few, each seed's BLEU and chrF, their mean) and
   :func:`add_entries` puts them in ``report.json`` as ``summary[*].extrapolation``.
-* :func:`intro`, :func:`blocks` and :func:`draw`: the report's words, tables and one plot
-  per test split (BLEU and chrF against source length over ``N``, a line per row, the mean
-  over seeds with the seeds' range shaded, a bin of few sentences hollow on a grey band).
+* :func:`intro`, :func:`reading`, :func:`blocks` and :func:`draw`: the report's words, its
+  tables and one plot per test split (BLEU and chrF against source length over ``N``, a
+  line per row, the mean over seeds with the seeds' range shaded, a bin of few sentences
+  hollow on a grey band).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..evaluation import FEW, by_length, is_few
-from ..evaluation.buckets import FEW_NOTE, column
+from ..evaluation.buckets import column
 from ..textprep.files import read_lines
 from . import convergence
 from .data import Corpus, source_lengths
@@ -203,8 +204,28 @@ def plot_path(pictures: Path, split: str) -> Path:
     return pictures / f"extrapolation-{split}.png"
 
 
-def blocks(report: dict[str, Any], split: str, pictures: Path) -> list[tuple]:
-    """The split's table by relative length and its plot."""
+def reading(report: dict[str, Any]) -> Optional[str]:
+    """What a cell of the tables by relative length says, for the report's "How to read"
+    (None without ``--train-max-len``)."""
+    if not report.get("train_max_len"):
+        return None
+    n = report["train_max_len"]["n"]
+    return (f"Tables by source length relative to N = {n}: each cell is BLEU / chrF of the "
+            "sources whose length over N falls in the bin, the mean over seeds (the plot "
+            "shades the seeds' range). `(0, 1]`: sources no longer than the training pairs; "
+            "beyond 1, positions and distances past N, which no training pair showed the "
+            "model. Compare rows within a bin, not bins.")
+
+
+def few(report: dict[str, Any]) -> bool:
+    """Whether a table by relative length has a bin of few sentences."""
+    return any(is_few(e["n"]) for r in report["summary"] for e in r.get("extrapolation") or ())
+
+
+def blocks(report: dict[str, Any], split: str, pictures: Path,
+           pointer: Callable[[Sequence[dict[str, Any]]], list[tuple]]) -> list[tuple]:
+    """The split's table by relative length, ``pointer(rows)`` (the report's line that
+    points to how to read it) and its plot."""
     rows = [r for r in report["summary"] if r["split"] == split and r.get("extrapolation")]
     if not rows or not report.get("train_max_len"):
         return []
@@ -223,13 +244,8 @@ def blocks(report: dict[str, Any], split: str, pictures: Path) -> list[tuple]:
         ("table", ["encoding"] + [column(bin_label(e), e["n"]) for e in first],
          [[convergence.marked(f"`{r['encoding']}`", r.get("still_improving"))]
           + [cell(e) for e in r["extrapolation"]] for r in rows]),
-        ("p", f"Each cell: BLEU / chrF of the sources whose length over N = {n} falls in the "
-              "bin, the mean over seeds (the plot shades the seeds' range). `(0, 1]`: sources no "
-              "longer than the training pairs; beyond 1, positions and distances past N, "
-              "which no training pair showed the model. Compare rows within a bin, not bins."
-              + (f" {FEW_NOTE}." if any(is_few(e["n"]) for e in first) else "")),
+        *pointer(rows),
     ]
-    out += convergence.notes(rows, report["settings"])
     path = plot_path(pictures, split)
     if path.exists():
         out.append(("img", path, f"{split}: BLEU and chrF by source length over N"))

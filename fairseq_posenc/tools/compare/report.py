@@ -4,6 +4,11 @@ The document is a list of blocks (headings, paragraphs, tables, pictures, links)
 (:func:`document`); :func:`markdown` and :func:`html` render it. The HTML page carries its
 pictures inline (base64), so it reads offline and can be mailed or attached to a review as
 one file; it links to each encoding's ``posenc-inspect`` pages beside it.
+
+The report says each thing once: what the columns, the cells of the tables by length and
+the marker ``†`` mean stands in one section, "How to read" (:func:`how_to_read`), before the
+first table, and each table ends with a line that links to it (:func:`pointer`). It is
+titled by the name of the data's directory; its full path is in the settings paragraph.
 """
 
 from __future__ import annotations
@@ -13,15 +18,20 @@ import html as html_lib
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from ..evaluation.bins import is_few
 from ..evaluation.buckets import FEW_NOTE, SHORT_NOTE, column, short
-from ..evaluation.significance import READING
+from ..evaluation.significance import MEANING
 from ..textprep.files import write_text_atomic
 from . import budget, convergence, extrapolation, plots
 
-Block = tuple  # ("h1"/"h2"/"h3", text) | ("p", text) | ("table", header, rows) | ("img", path, alt)
+#: ("h1"/"h2"/"h3", text[, anchor]) | ("p", text) | ("table", header, rows) | ("img", path, alt)
+#: | ("links", [(text, path)]); a text's ``[words](#anchor)`` links to the heading of that anchor.
+Block = tuple
+
+#: The anchor of the section "How to read": GitHub's for its heading, and the HTML page's id.
+READ_ANCHOR = "how-to-read"
 
 
 def _num(value: Optional[float], digits: int = 2) -> str:
@@ -77,7 +87,8 @@ def _speed(report: dict[str, Any]) -> str:
     return speed["placement"]
 
 
-def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -> list[Block]:
+def _intro(report: dict[str, Any]) -> list[Block]:
+    """The title (the data directory's name), the settings (its full path) and the data."""
     s = report["settings"]
     baseline = report["baseline"]
     stop = (f"{s['max_update']} updates" if s["max_update"] else f"{s['max_epoch']} epochs")
@@ -87,8 +98,9 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                 f"most {s['max_update']} updates")
     seeds = f"{report['seeds']} seed" + ("s" if report["seeds"] > 1 else "")
     blocks: list[Block] = [
-        ("h1", f"Position encodings on {s['data']}: {s['source_lang']} → {s['target_lang']}"),
-        ("p", f"{len(report['encodings'])} encodings × {seeds}, baseline "
+        ("h1", f"Position encodings on {Path(s['data']).name or s['data']}: "
+               f"{s['source_lang']} → {s['target_lang']}"),
+        ("p", f"{len(report['encodings'])} encodings × {seeds} on `{s['data']}`, baseline "
               f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` "
               f"{stop if s.get('until_converged') else 'for ' + stop}"
               f"{budget.note(report)}{',' if s.get('until_converged') else ''} with "
@@ -115,8 +127,48 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                      f"{cleaning['read']:,} ({cleaning['rule'].get('rule', '')})"
                      + (f"; dropped {dropped}." if dropped else "; none dropped."))
         blocks.append(("p", text))
-    blocks += extrapolation.intro(report)
-    reading = READING.format(baseline=baseline)
+    return blocks + extrapolation.intro(report)
+
+
+def _few(report: dict[str, Any]) -> bool:
+    """Whether a table by length has a bin of few sentences."""
+    return extrapolation.few(report) or any(
+        is_few(b["sentences"]) for r in report["summary"]
+        for key in ("buckets", "target_buckets") for b in r.get(key) or ())
+
+
+def how_to_read(report: dict[str, Any]) -> list[Block]:
+    """The report's one section on what its tables say: the columns of a split's table, the
+    cells of the tables by length, ``few``, and the marker where a row or run carries it."""
+    text = [MEANING.format(baseline=report["baseline"]) + " `Δ`: the mean over seeds minus "
+            "the baseline's; + is better. `time per word`: training time per word over the "
+            f"baseline's, from fairseq's words per second: {_speed(report)}."]
+    if any(r.get(key) for r in report["summary"] for key in ("buckets", "target_buckets")):
+        text.append("Tables by source and by reference length (in Moses tokens): each cell is "
+                    "BLEU / chrF of the sentences in that bin, the mean over seeds; a bin's BLEU "
+                    "compares encodings, not bins. No bin is tested for significance: p is over "
+                    "all sentences. By the reference's length too, because the drop on long "
+                    "sentences follows the output's length (Varis and Bojar 2021, EMNLP).")
+    text.append(extrapolation.reading(report))
+    if _few(report):
+        text.append(FEW_NOTE + ".")
+    if convergence.any_marked(report["summary"]) or convergence.any_marked(report["runs"]):
+        text.append(convergence.explanation(report["settings"]))
+    return [("h2", "How to read", READ_ANCHOR)] + [("p", t) for t in text if t]
+
+
+def pointer(rows: Iterable[dict[str, Any]], also: str = "") -> list[Block]:
+    """The line under a table: ``also`` (what is the table's own), then a link to "How to
+    read", which says what its cells and its marker mean."""
+    marked = " and †" if convergence.any_marked(rows) else ""
+    return [("p", (also + " " if also else "")
+             + f"What its cells{marked} mean: [above](#{READ_ANCHOR}).")]
+
+
+def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -> list[Block]:
+    s = report["settings"]
+    baseline = report["baseline"]
+    blocks = _intro(report) + how_to_read(report)
     for split in dict.fromkeys(r["split"] for r in report["summary"]):
         rows = [r for r in report["summary"] if r["split"] == split]
         base = next(r for r in rows if r["encoding"] == baseline)
@@ -134,12 +186,9 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                          _p(r["chrf_p_value"], r["chrf_significant"],
                             _delta(r, base, "chrf_mean")),
                          f"{r['params_added']:+,}", _num(r["speed_ratio"])] for r in rows]))
-        blocks.append(("p", reading + " `Δ`: the mean over seeds minus the baseline's; + is "
-                       "better. `time per word`: training time per word over the baseline's, "
-                       f"from fairseq's words per second: {_speed(report)}."))
-        blocks += convergence.notes(rows, s)
-        blocks += _length_tables(rows, s, (report.get("bins") or {}).get("splits", {}).get(split))
-        blocks += extrapolation.blocks(report, split, pictures)
+        blocks += pointer(rows)
+        blocks += _length_tables(rows, (report.get("bins") or {}).get("splits", {}).get(split))
+        blocks += extrapolation.blocks(report, split, pictures, pointer)
     for name, alt in (("lengths.png", "BLEU and chrF by source and reference length"),
                       ("validation.png", "validation loss of every run")):
         if name == "validation.png":
@@ -155,7 +204,8 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                        if t in r["tests"] else "not yet" for t in s["tests"]),
                      convergence.cell(r)]
                     for r in report["runs"]]))
-    blocks += convergence.notes(report["runs"], s, runs=True)
+    if convergence.any_marked(report["runs"]):
+        blocks.append(("p", f"What † means: [above](#{READ_ANCHOR})."))
     if inspect:
         blocks.append(("h2", "What each encoding learned"))
         blocks.append(("links", [(f"{e}: posenc-inspect's pictures (seed 1)", p)
@@ -163,11 +213,10 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
     return blocks
 
 
-def _length_tables(rows: Sequence[dict[str, Any]], settings: dict[str, Any],
-                   edges: Optional[dict[str, list]]) -> list[Block]:
+def _length_tables(rows: Sequence[dict[str, Any]], edges: Optional[dict[str, list]]) -> list[Block]:
     """A split's tables by source length and by reference length (:mod:`.length_bins`), each
-    bin's header with its count and ``few`` when few, and what they show; ``edges``: the
-    split's bins as ``report.json`` holds them."""
+    bin's header with its count and ``few`` when few, and a line pointing to how to read
+    them; ``edges``: the split's bins as ``report.json`` holds them."""
     out: list[Block] = []
     beyond = (" (the last column: sources longer than every training source, in the model's "
               "subword tokens)" if rows[0]["beyond_training"] else "")
@@ -182,18 +231,8 @@ def _length_tables(rows: Sequence[dict[str, Any]], settings: dict[str, Any],
                         f"{_num(b['bleu'])} / {_num(b['chrf'])}"
                         + (f" ({b['untranslated']} untranslated)" if b["untranslated"] else "")
                         for b in r[key]] for r in rows]))
-        text = ("Each cell: BLEU / chrF of the sentences in that bin, the mean over seeds; a "
-                "bin's BLEU compares encodings, not bins. No bin is tested for significance: "
-                "p above is over all sentences.")
-        if key == "target_buckets":
-            text = ("The same by the reference's length: the drop on long sentences follows "
-                    "the output's length (Varis and Bojar 2021, EMNLP). " + text)
-        if any(is_few(b["sentences"]) for b in first):
-            text += " " + FEW_NOTE + "."
-        if side == "target" and edges and short(edges[side]):
-            text += " " + SHORT_NOTE + "."
-        out.append(("p", text))
-        out += convergence.notes(rows, settings)
+        short_bins = side == "target" and edges and short(edges[side])
+        out += pointer(rows, SHORT_NOTE + "." if short_bins else "")
     return out
 
 
@@ -219,9 +258,12 @@ def markdown(blocks: Sequence[Block], base: Path) -> str:
 
 
 def _inline(text: str) -> str:
-    """Escaped text with Markdown's inline code as <code>."""
+    """Escaped text with Markdown's inline code as <code> and its links to an anchor of the
+    page, ``[words](#anchor)``, as <a>."""
     parts = re.split(r"`([^`]*)`", text)
-    return "".join(f"<code>{html_lib.escape(p)}</code>" if i % 2 else html_lib.escape(p)
+    return "".join(f"<code>{html_lib.escape(p)}</code>" if i % 2 else
+                   re.sub(r"\[([^\]]+)\]\(#([\w-]+)\)", r'<a href="#\2">\1</a>',
+                          html_lib.escape(p))
                    for i, p in enumerate(parts))
 
 
@@ -230,7 +272,8 @@ def html(blocks: Sequence[Block], base: Path, title: str) -> str:
     for block in blocks:
         kind = block[0]
         if kind in ("h1", "h2", "h3"):
-            body.append(f"<{kind}>{_inline(block[1])}</{kind}>")
+            anchor = f' id="{block[2]}"' if len(block) > 2 else ""
+            body.append(f"<{kind}{anchor}>{_inline(block[1])}</{kind}>")
         elif kind == "p":
             body.append(f"<p>{_inline(block[1])}</p>")
         elif kind == "table":

@@ -29,14 +29,17 @@ N_RESAMPLES = 1000
 #: p below this is marked significant in tables.
 ALPHA = 0.05
 
-#: Printed under every table: what the marks mean, and how not to over-read them.
-READING = (
-    "How to read: `chrF` is sacreBLEU's chrF2 on the same hypotheses; `p` is sacreBLEU's "
+#: What ``chrF``, ``p`` and ``*`` mean, and how not to over-read p (``{baseline}``: the
+#: baseline row's name).
+MEANING = (
+    "`chrF` is sacreBLEU's chrF2 on the same hypotheses; `p` is sacreBLEU's "
     f"paired bootstrap ({N_RESAMPLES} resamples) of the row's BLEU against the baseline row "
     "{baseline} on the same test sentences (with several seeds: the largest p over the seed "
     f"pairs), `*` where p < {ALPHA} (never for equal scores). p measures only which "
     "sentences the test set holds: a difference smaller than the seeds' standard deviation "
     "is within training noise, whatever p says -- train --seeds 3 or more before reading one.")
+#: :data:`MEANING` as a paragraph of its own, under each paper's table of posenc-reproduce.
+READING = "How to read: " + MEANING
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ an English sentence translated in several ways (``Open``: "Öffnen", "Offen") st
 with all of them. So no English sentence is in two splits, and every reference of valid and
 test is the corpus's only translation of its source.
 
+The packages come from ``--mirror`` (repeated: tried in order), else from the Debian mirror of
+this machine's apt sources (:mod:`.mirrors`); a build whose files are all in ``--cache``
+needs neither, nor the network.
+
 Everything that can be wrong with the command (the destination, the list, the mirrors) is
 refused before the first download, and every package is downloaded and verified before any
 is read.
@@ -37,10 +41,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..textprep.files import PrepareError, write_text_atomic
-from ..wmt.download import normalize_mirror
 from .catalogs import deb_catalogs
 from .cleaning import catalog_pairs
-from .packages import MIRRORS, PINNED, Package, fetch, read_packages
+from ..wmt.download import normalize_mirror
+from .mirrors import from_apt
+from .packages import PINNED, Package, cached, download, read_packages
 
 PROG = "make_gettext_corpus"
 Pair = tuple[str, str]
@@ -129,8 +134,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                         "tab-separated, one package a line (default: the pinned list)")
     p.add_argument("--mirror", action="append", metavar="URL",
                    help="a Debian mirror (its root, above pool/) or a directory laid out like "
-                        "one; repeat to try several in order (default: "
-                        + ", ".join(MIRRORS) + ")")
+                        "one; repeat to try several in order, such as Debian's archive mirror "
+                        "after another once the release is archived (default: the Debian "
+                        "mirror of this machine's apt sources; none is needed when every "
+                        "file is in --cache)")
     p.add_argument("--lang", default="de",
                    help="the translations' language, as in LANG/LC_MESSAGES (default de; the "
                         "pinned list was chosen and measured for de)")
@@ -148,29 +155,37 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, apt_root: Path = Path("/")) -> int:
+    """The command; ``apt_root``: where apt's ``etc/apt`` lies, whose sources give the mirror
+    without ``--mirror``."""
     args = parse_args(argv)
     try:
-        build(args)
+        build(args, apt_root)
     except PrepareError as error:
         raise SystemExit(f"{PROG}: {error}") from None
     return 0
 
 
-def build(args: argparse.Namespace) -> None:
-    """Check the destination, the list and the mirrors; download and verify every package;
-    then read, clean, remove repeats, split and write."""
+def build(args: argparse.Namespace, apt_root: Path = Path("/")) -> None:
+    """Check the destination, the list and the mirrors; download and verify every package
+    not in the cache; then read, clean, remove repeats, split and write."""
     cache = args.cache or args.out / "downloads"
     writable_dir(args.out, "--out")
     writable_dir(cache, "--cache")
     packages = read_packages(args.packages) if args.packages else list(PINNED)
-    mirrors = tuple(normalize_mirror(m) for m in (args.mirror or MIRRORS))
+    mirrors = tuple(normalize_mirror(m) for m in args.mirror or ())  # checked before any read
     total = sum(p.size for p in packages)
     log(f"{len(packages)} packages, {total / 1e6:.0f} MB; cache {cache}")
-    files = []
-    for number, package in enumerate(packages, 1):
-        prefix = f"[{number}/{len(packages)}]"
-        files.append(fetch(package, cache, mirrors, lambda m: log(f"{prefix} {m}")))
+
+    def say(number: int):
+        return lambda m: log(f"[{number}/{len(packages)}] {m}")
+
+    files = [cached(package, cache, say(n)) for n, package in enumerate(packages, 1)]
+    missing = [n for n, found in enumerate(files) if found is None]
+    if missing and not mirrors:
+        mirrors = from_apt(apt_root, [packages[n].filename for n in missing], log)
+    for n in missing:
+        files[n] = download(packages[n], cache, mirrors, say(n + 1))
 
     stats: Counter = Counter()
     pairs: list[Pair] = []

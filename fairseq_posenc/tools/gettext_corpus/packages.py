@@ -7,10 +7,10 @@ docs/real-corpus.md: Debian 12 ("bookworm") packages from the main archive, chos
 number of German messages in their catalogs (the page has the measurements). ``--packages
 FILE`` reads another list, in the format of :func:`read_packages`.
 
-Mirrors are tried in order (:data:`MIRRORS`): deb.debian.org; archive.debian.org, where a
-release's pool moves once it is archived; and snapshot.debian.org, which keeps every file
-the archive ever had (the timestamp picks the archive as it was then; any later one works as
-long as Debian 12 was still in the archive).
+Any Debian mirror serves the files, and the repository names none: the mirrors are
+``--mirror``'s or the one of the machine's apt sources (:mod:`.mirrors`), tried in order for
+each file. Once Debian 12 is archived, its pool moves, with the same paths, to Debian's
+archive mirror: name it with ``--mirror`` after the usual one, the same way.
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..textprep.files import PrepareError, progress, sha256_file
 
-MIRRORS = ("https://deb.debian.org/debian",
-              "https://archive.debian.org/debian",
-              "https://snapshot.debian.org/archive/debian/20261127T000000Z")
 USER_AGENT = "fairseq_posenc-gettext-corpus/1.0"
 
 
@@ -137,43 +134,52 @@ def _download(url: str, part: Path, name: str, size: int) -> None:
                bar.update(len(block))
 
 
-def fetch(package: Package, cache: Path, mirrors: tuple[str, ...],
+def cached(package: Package, cache: Path, log: Callable[[str], None]) -> Optional[Path]:
+    """``package``'s file in ``cache`` when its SHA-256 is the pinned one, else None (a
+    cached file that is not the pinned one is said, and downloaded again)."""
+    target = cache / package.filename
+    if not target.is_file():
+        return None
+    label = f"{package.name} {package.version}"
+    if sha256_file(target) == package.sha256:
+        log(f"{label}: cached ({target.stat().st_size / 1e6:.1f} MB)")
+        return target
+    log(f"{label}: the cached {target} is not the pinned file; downloading it again")
+    return None
+
+
+def download(package: Package, cache: Path, mirrors: tuple[str, ...],
              log: Callable[[str], None]) -> Path:
-    """``package``'s file in ``cache``: the cached copy when its SHA-256 is the pinned one,
-    else downloaded from the first mirror that serves it. A download whose size or SHA-256
-    is not the pinned one is deleted and refused."""
+    """``package``'s file into ``cache`` from the first mirror that serves it. A download
+    whose size or SHA-256 is not the pinned one is deleted and refused."""
     target = cache / package.filename
     label = f"{package.name} {package.version}"
-    if target.is_file():
-        if sha256_file(target) == package.sha256:
-               log(f"{label}: cached ({target.stat().st_size / 1e6:.1f} MB)")
-               return target
-        log(f"{label}: the cached {target} is not the pinned file; downloading it again")
     part = target.with_name(f".{target.name}.part{os.getpid()}")
     errors: list[str] = []
     for mirror in mirrors:
         url = f"{mirror.rstrip('/')}/{urllib.parse.quote(package.path)}"
         start = time.monotonic()
         try:
-               _download(url, part, package.filename, package.size)
+            _download(url, part, package.filename, package.size)
         except (urllib.error.URLError, OSError, ValueError) as error:
-               part.unlink(missing_ok=True)
-               errors.append(f"{url}: {getattr(error, 'reason', None) or error}")
-               continue
+            part.unlink(missing_ok=True)
+            errors.append(f"{url}: {getattr(error, 'reason', None) or error}")
+            continue
         size, sha = part.stat().st_size, sha256_file(part)
         if (size, sha) != (package.size, package.sha256):
-               part.unlink()
-               raise PrepareError(
-                   f"{label} from {url} is not the pinned file: {size} bytes, SHA-256 {sha}; the "
-                   f"list pins {package.size} bytes, SHA-256 {package.sha256}. Nothing was kept. "
-                   "The mirror serves another file under this name: pass another --mirror, or "
-                   "correct the list's entry if it is the package that changed")
+            part.unlink()
+            raise PrepareError(
+                f"{label} from {url} is not the pinned file: {size} bytes, SHA-256 {sha}; the "
+                f"list pins {package.size} bytes, SHA-256 {package.sha256}. Nothing was kept. "
+                "The mirror serves another file under this name: pass another --mirror, or "
+                "correct the list's entry if it is the package that changed")
         os.replace(part, target)
         seconds = time.monotonic() - start
         log(f"{label}: downloaded {size / 1e6:.1f} MB in {seconds:.1f} s from {mirror}")
         return target
     raise PrepareError(
         f"could not download {label} ({package.path}):\n  " + "\n  ".join(errors) +
-        f"\nCheck the network; or pass --mirror with a Debian mirror that has this version; or "
+        f"\nCheck the network; or pass --mirror with a Debian mirror that has this version "
+        "(once the release is archived: Debian's archive mirror, as a further --mirror); or "
         f"put its file {package.filename} (SHA-256 {package.sha256}) into {cache}. The "
         "packages downloaded before it stay in the cache and are not fetched again")
