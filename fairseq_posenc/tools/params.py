@@ -30,14 +30,14 @@ def count(args: argparse.Namespace, vocab: int) -> int:
 
 def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
-    from fairseq_posenc.plugin.build import model_args
-
     from fairseq_posenc.core.encodings import ENCODINGS
+    from fairseq_posenc.plugin import encoding_record
+    from fairseq_posenc.plugin.build import model_args
 
     args = model_args(arch, flags)
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
-    baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
-    baseline.encoder_pos_encoding = baseline.decoder_pos_encoding = None  # a pair's too
+    baseline.arch = "transformer_posenc"
+    encoding_record.write(baseline, dict.fromkeys(encoding_record.STACKS, "sinusoidal"))
     for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
         for option in encoding.options:
             setattr(baseline, option.name, option.default)
