@@ -8,7 +8,8 @@ plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, whe
 ``--pos-encoding`` chooses the encoding. An architecture's encoding is ``--pos-encoding``'s,
 the default of each stack's (``--encoder-pos-encoding``, ``--decoder-pos-encoding``:
 :mod:`.stacks`). Architecture functions only fill in values that
-are unset, because fairseq runs them again on the saved arguments of a checkpoint.
+are unset, because fairseq runs them again on the saved arguments of a checkpoint, whose
+record of the encodings (:mod:`.encoding_record`) they read as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
 
 from ..core.encodings import ENCODINGS
 from ..core.encodings.registry import CHECKS, LISTENERS
+from .encoding_record import one_encoding
 from .position_args import fill_position_defaults
 
 MODEL = "transformer_posenc"
@@ -49,13 +51,15 @@ def _architecture(
     def configure(args: argparse.Namespace) -> None:
         chosen = getattr(args, "pos_encoding", None)
         if encoding is not None:
-            if chosen not in (None, encoding):
+            # a record of one encoding in both stacks other than the architecture's
+            # (``--encoder-pos-encoding X --decoder-pos-encoding X``) names it here too
+            if chosen not in (None, encoding, one_encoding(args)):
                 raise ValueError(
                     f"--arch {arch} is the {encoding} model but --pos-encoding {chosen} was "
                     f"given; use --arch transformer_{encoding_free(arch)}_{chosen}, or "
                     "--arch transformer_posenc[_tiny] --pos-encoding NAME."
                 )
-            args.pos_encoding = encoding
+            args.pos_encoding = chosen or encoding
         fill_position_defaults(args)
         size(args)
 

@@ -31,7 +31,7 @@ from fairseq.tasks import register_task
 from ..core.encodings import get_encoding
 from .translation_scaling import RopeScalingConfig, RopeScalingTask
 from .position_args import encoding_values
-from .stacks import stack_names
+from .encoding_record import has_record, stack_names
 
 
 @dataclass
@@ -152,7 +152,7 @@ def checkpoint_limits(checkpoint: Path) -> LengthLimits:
         state.get("args") if isinstance(state, dict) else None)
     if isinstance(model, DictConfig):
         model = argparse.Namespace(**OmegaConf.to_container(model, resolve=True))
-    if not isinstance(model, argparse.Namespace) or not hasattr(model, "pos_encoding"):
+    if not has_record(model):
         what = (f"a model of --arch {model.arch}" if hasattr(model, "arch")
                 else f"no model configuration (its entries: {', '.join(map(str, state))})"
                 if isinstance(state, dict) else f"a {type(state).__name__}")

@@ -27,10 +27,11 @@ from ..core.encodings.options import Declared
 from ..core.encodings.registry import option_owners, option_values
 from ..core.random_positions import FLAG as RANDOM_POSITIONS
 from ..core.kernel_choice import KERNEL_CHOICES
-from .stacks import (SIDES, STACKS, add_stack_args, check_input_flags, settle_input_flags,
-                     stack_encodings, stack_label, stack_names)
+from . import encoding_record
+from .encoding_record import DEFAULT_ENCODING, STACKS, stack_names
+from .stacks import (SIDES, add_stack_args, check_input_flags, settle_input_flags,
+                     stack_encodings, stack_label)
 
-DEFAULT_ENCODING = "sinusoidal"
 #: ``--num-segments``: at least one segment.
 NUM_SEGMENTS_HINT = "Use the most segments a source has."
 
@@ -149,11 +150,10 @@ def separator_index(args: argparse.Namespace, dictionary) -> int:
 
 
 def configure_positions(args: argparse.Namespace) -> None:
-    """Validate the position flags and set fairseq's own position-embedding flags; each
-    stack's encoding is written into ``args`` (so a checkpoint records both)."""
-    args.pos_encoding = args.pos_encoding or DEFAULT_ENCODING
+    """Validate the position flags and set fairseq's own position-embedding flags; then
+    write the stacks' encodings into ``args`` as the checkpoint's record of them
+    (:mod:`.encoding_record`)."""
     names = stack_names(args)
-    args.encoder_pos_encoding, args.decoder_pos_encoding = names["encoder"], names["decoder"]
     encodings = stack_encodings(args)
     check_foreign_flags(args, *encodings.values())
     values = {stack: encoding_values(args, encoding) for stack, encoding in encodings.items()}
@@ -169,6 +169,7 @@ def configure_positions(args: argparse.Namespace) -> None:
         check_random_positions(args, encodings[stack], values[stack], limits[stack], stack)
     check_input_flags(args)
     settle_input_flags(args)
+    encoding_record.write(args, names)
 
 
 def check_random_positions(args: argparse.Namespace, encoding: type[PositionEncoding],

@@ -12,7 +12,8 @@ checkpoint's saved arguments reaches the same stacks again.
 
 A model's encodings are its tag (:func:`model_tag`): the name where both stacks have the
 same encoding (as every checkpoint written before this flag has), ``ENCODER/DECODER``
-otherwise.
+otherwise. Its arguments record them as :mod:`.encoding_record` says, and every stack's
+encoding is read there (:func:`~.encoding_record.stack_names`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from typing import Any
 
 from ..core.encodings import ENCODINGS, get_encoding
 from ..core.encodings.base import PositionEncoding
+from .encoding_record import STACKS, default_encoding, stack_names
 
-#: The stacks of a translation model, in order.
-STACKS = ("encoder", "decoder")
 #: Each stack's source of positions: the side its max positions flag names.
 SIDES = {"encoder": "source", "decoder": "target"}
 
@@ -36,12 +36,6 @@ def add_stack_args(group: argparse._ActionsContainer) -> None:
             f"--{stack}-pos-encoding", choices=sorted(ENCODINGS), default=None,
             help=f"the {stack}'s position encoding (default: --pos-encoding); an "
                  "encoding's options apply to every stack that uses it")
-
-
-def stack_names(args: argparse.Namespace) -> dict[str, str]:
-    """Each stack's encoding name: its own flag, else ``--pos-encoding`` (set by then)."""
-    return {stack: getattr(args, f"{stack}_pos_encoding", None) or args.pos_encoding
-            for stack in STACKS}
 
 
 def stack_encodings(args: argparse.Namespace) -> dict[str, type[PositionEncoding]]:
@@ -58,17 +52,17 @@ def model_tag(args: argparse.Namespace) -> str:
 
 def stack_flag(args: argparse.Namespace, stack: str) -> str:
     """The flag that chose ``stack``'s encoding, for messages."""
-    if getattr(args, f"{stack}_pos_encoding", None) not in (None, args.pos_encoding):
+    if getattr(args, f"{stack}_pos_encoding", None) not in (None, default_encoding(args)):
         return f"--{stack}-pos-encoding {getattr(args, f'{stack}_pos_encoding')}"
-    return f"--pos-encoding {args.pos_encoding}"
+    return f"--pos-encoding {default_encoding(args)}"
 
 
 def stack_label(args: argparse.Namespace, stack: str) -> str:
     """``stack``'s encoding for messages: ``--pos-encoding NAME`` where both stacks have
     it, else the flag that chose it and the stack."""
     if len(set(stack_names(args).values())) == 1:
-        return f"--pos-encoding {args.pos_encoding}" if stack_names(args)[stack] == \
-            args.pos_encoding else stack_flag(args, stack)
+        return f"--pos-encoding {default_encoding(args)}" if stack_names(args)[stack] == \
+            default_encoding(args) else stack_flag(args, stack)
     return f"{stack_flag(args, stack)} (the {stack})"
 
 

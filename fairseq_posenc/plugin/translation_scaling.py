@@ -99,19 +99,15 @@ def requested_scaling(cfg) -> Optional[RopeScaling]:
 def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> None:
     """Check ``scaling`` against a checkpoint's model configuration, complete YaRN's
     training length from it, and set it there for the model to read."""
-    from .position_args import DEFAULT_ENCODING
-    from .stacks import STACKS
+    from .encoding_record import has_record, stack_names
 
-    name = getattr(model_cfg, "pos_encoding", None) or DEFAULT_ENCODING
-    # each stack's encoding (a checkpoint of one encoding for both records only that one);
     # a stack of a rotation is scaled, the other left as trained
-    names = {stack: getattr(model_cfg, f"{stack}_pos_encoding", None) or name
-             for stack in STACKS}
-    if not hasattr(model_cfg, "pos_encoding") or not any(
+    names = stack_names(model_cfg)
+    if not has_record(model_cfg) or not any(
             issubclass(get_encoding(n), Rope) for n in names.values()):
         trained = ("no --pos-encoding (not a transformer_posenc model)"
-                   if not hasattr(model_cfg, "pos_encoding") else
-                   f"--pos-encoding {name}" if len(set(names.values())) == 1 else
+                   if not has_record(model_cfg) else
+                   f"--pos-encoding {names['encoder']}" if len(set(names.values())) == 1 else
                    f"--encoder-pos-encoding {names['encoder']} --decoder-pos-encoding "
                    f"{names['decoder']}")
         raise ValueError(f"--rope-scaling rescales a rotation's frequencies: it applies to "

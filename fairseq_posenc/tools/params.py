@@ -4,17 +4,22 @@
     posenc-params --arch transformer_wmt_en_de_diet_rel [--vocab 32000] [MODEL FLAGS...]
     posenc-params --arch transformer_tiny_sinusoidal --encoder-pos-encoding t5 \
         --decoder-pos-encoding alibi                 # an encoding per stack
+    posenc-params --user-dir myenc --arch transformer_tiny_laplace   # an encoding of yours
     python scripts/param_count.py --arch ...     # the same
 
 Builds the model from fairseq's own argument parsing (any model flag applies, e.g.
 ``--diet-abs-sharing none`` or ``--max-source-positions 256``) with a joined dictionary of
-``--vocab`` types, counting shared parameters once.
+``--vocab`` types, counting shared parameters once. ``--user-dir DIR`` imports a fairseq user
+directory first, as ``fairseq-train`` does (:mod:`.experiment.user_dir`), so that the
+architectures of its encodings count; an architecture that is not registered stops before
+any model is built, with what to give.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+from pathlib import Path
 from typing import Optional, Sequence
 
 # fairseq_posenc.plugin.build (fairseq, torch) is imported when a model is built, not for --help
@@ -30,18 +35,46 @@ def count(args: argparse.Namespace, vocab: int) -> int:
 
 def counts(arch: str, flags: list[str], vocab: int) -> tuple[int, int]:
     """(parameters of ``arch``, parameters of the same size with ``sinusoidal``)."""
-    from fairseq_posenc.plugin.build import model_args
-
     from fairseq_posenc.core.encodings import ENCODINGS
+    from fairseq_posenc.plugin import encoding_record
+    from fairseq_posenc.plugin.build import model_args
 
     args = model_args(arch, flags)
     baseline = copy.deepcopy(args)  # before build_model sets the position flags in place
-    baseline.arch, baseline.pos_encoding = "transformer_posenc", "sinusoidal"
-    baseline.encoder_pos_encoding = baseline.decoder_pos_encoding = None  # a pair's too
+    baseline.arch = "transformer_posenc"
+    encoding_record.write(baseline, dict.fromkeys(encoding_record.STACKS, "sinusoidal"))
     for encoding in ENCODINGS.values():  # the encoding's own flags are not sinusoidal's
         for option in encoding.options:
             setattr(baseline, option.name, option.default)
     return count(args, vocab), count(baseline, vocab)
+
+
+def check_arch(arch: str, user_dir: Optional[Path]) -> None:
+    """A ``SystemExit`` that says what to give where ``arch`` is no ``transformer_posenc``
+    architecture (fairseq's would stop with a bare "invalid choice"); for one that is not
+    registered at all, without ``--user-dir``, that an encoding of the user's own needs it."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_posenc import register
+    from fairseq_posenc.core.encodings import ENCODINGS
+    from fairseq_posenc.plugin.models import PosencTransformerModel
+
+    register()  # the architectures of the package's encodings (and of DIR's, imported)
+    model = ARCH_MODEL_REGISTRY.get(arch)
+    if model is not None and issubclass(model, PosencTransformerModel):
+        return
+    ours = (f"posenc-params counts transformer_tiny_NAME and transformer_wmt_en_de_NAME (or "
+            f"transformer_posenc[_tiny] --pos-encoding NAME), NAME one of "
+            f"{', '.join(sorted(ENCODINGS))}")
+    if model is not None:
+        raise SystemExit(f"posenc-params: error: --arch {arch} is fairseq's "
+                         f"{model.__name__}, not a fairseq-posenc architecture; {ours}")
+    if user_dir is None:
+        raise SystemExit(f"posenc-params: error: --arch {arch} is not a registered "
+                         "architecture. For an encoding of your own, add --user-dir DIR (the "
+                         f"directory you give fairseq-train); else {ours}")
+    raise SystemExit(f"posenc-params: error: --arch {arch} is registered neither by "
+                     f"--user-dir {user_dir} nor by fairseq-posenc; {ours}")
 
 
 def stacks_note(arch: str, flags: list[str]) -> str:
@@ -66,7 +99,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--arch", required=True,
                         help="a registered architecture, e.g. transformer_wmt_en_de_diet_rel")
     parser.add_argument("--vocab", type=int, default=32000, help="joined dictionary size")
+    parser.add_argument("--user-dir", type=Path, metavar="DIR",
+                        help="a fairseq --user-dir that registers encodings of your own "
+                             "(docs/adding-an-encoding.md): their architectures count")
     known, flags = parser.parse_known_args(argv)
+    if known.user_dir is not None:
+        from .experiment.user_dir import load
+
+        try:
+            known.user_dir = load(known.user_dir)
+        except ValueError as error:
+            raise SystemExit(f"posenc-params: {error}") from None
+    check_arch(known.arch, known.user_dir)
     total, base = counts(known.arch, flags, known.vocab)
     delta = total - base
     print(f"{known.arch}{stacks_note(known.arch, flags)}\tparameters {total:,}\t"

@@ -15,9 +15,7 @@ import pathlib
 import pytest
 import torch
 
-from tests.support.model_utils import ALL_ENCODINGS, build_model, dictionary
-
-PAD = dictionary().pad()
+from tests.support.model_utils import ALL_ENCODINGS, assert_same_outputs, build_model
 
 LEGACY = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 #: Encodings added after the fixtures were written: no earlier code wrote them.
@@ -38,14 +36,4 @@ def test_legacy_checkpoint_loads_with_the_same_outputs(encoding):
     # The same parameters in the same order: fairseq's optimizer state is by position.
     assert list(model.state_dict()) == list(saved["state_dict"])
     model.load_state_dict(saved["state_dict"], strict=True)
-    inputs = saved["inputs"]
-    with torch.no_grad():
-        enc_out = model.encoder(inputs["src_tokens"], inputs["src_lengths"])
-        logits = model.decoder(inputs["prev_output_tokens"], enc_out)[0]
-    # Padded positions are compared too, except as queries: their outputs are never used
-    # (cross-attention and the loss skip them), and no encoding promises anything there.
-    src_real = inputs["src_tokens"].ne(PAD).t()  # (T, B), as encoder_out
-    tgt_real = inputs["prev_output_tokens"].ne(PAD)  # (B, T), as the logits
-    torch.testing.assert_close(enc_out["encoder_out"][0][src_real],
-                               saved["encoder_out"][src_real], rtol=0, atol=2e-5)
-    torch.testing.assert_close(logits[tgt_real], saved["logits"][tgt_real], rtol=0, atol=2e-5)
+    assert_same_outputs(model, saved)

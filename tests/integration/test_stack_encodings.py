@@ -1,9 +1,11 @@
 """An encoding per stack through the real command lines: ``fairseq-train --arch
 transformer_tiny_sinusoidal --encoder-pos-encoding t5 --decoder-pos-encoding alibi`` trains,
-its checkpoint records both encodings, and ``fairseq-generate`` (beam 10, in-process, as
-its command line runs) and ``posenc-inspect`` read it with no flag of the encodings.
-References: the toy corpus's sentence count (a hypothesis for every source), the
-checkpoint's saved arguments and tag."""
+its checkpoint records both encodings and no third (not the architecture's ``sinusoidal``),
+and ``fairseq-generate`` (beam 10, in-process, as its command line runs) and
+``posenc-inspect`` read it with no flag of the encodings; the same checkpoint with the record
+of 37dc297 (``pos_encoding`` 'sinusoidal' beside the two) translates the same. References:
+the toy corpus's sentence count (a hypothesis for every source), the checkpoint's saved
+arguments and tag, fairseq-generate's output of the checkpoint as written."""
 
 from __future__ import annotations
 
@@ -39,11 +41,11 @@ def root(tmp_path_factory):
     return root
 
 
-def test_the_checkpoint_records_both_encodings(root):
+def test_the_checkpoint_records_both_encodings_and_no_third(root):
     state = load(root / "pair" / "checkpoint_last.pt")
     model = state["cfg"]["model"]
     assert (model.pos_encoding, model.encoder_pos_encoding, model.decoder_pos_encoding) == (
-        "sinusoidal", "t5", "alibi")
+        None, "t5", "alibi")
     assert decode_tag(state["model"]["_extra_state"]) == "t5/alibi"
     assert any(k.startswith("encoder.pos_encodings.0.") for k in state["model"])
 
@@ -53,6 +55,16 @@ def test_fairseq_generate_translates_it_with_beam_10(root):
     assert flags[flags.index("--beam") + 1] == "10" and "--encoder-pos-encoding" not in flags
     output = cu.generate_main(root / "bin", root / "pair" / "checkpoint_last.pt")
     assert sorted(cu.hypotheses(output)) == list(range(NUM_TEST))
+
+
+def test_the_record_37dc297_wrote_translates_the_same(root, tmp_path):
+    state = load(root / "pair" / "checkpoint_last.pt")
+    state["cfg"]["model"].pos_encoding = "sinusoidal"  # the architecture's, used by neither
+    earlier = tmp_path / "checkpoint_last.pt"
+    torch.save(state, earlier)
+    output = cu.generate_main(root / "bin", earlier)
+    assert cu.hypotheses(output) == cu.hypotheses(
+        cu.generate_main(root / "bin", root / "pair" / "checkpoint_last.pt"))
 
 
 def test_posenc_inspect_names_both(root):

@@ -99,3 +99,21 @@ def assert_kernels_agree(model, d: Dictionary, choose, reference: str, other: st
         for t in range(prev.size(1)):
             step = model.decoder(prev[:, : t + 1], enc_out, incremental_state=state)[0][:, -1]
             assert (step - outputs[other][1][:, t]).abs().max() < tol, t
+
+
+def assert_same_outputs(model, saved: dict) -> None:
+    """``model``'s outputs on ``saved["inputs"]`` (a batch of left-padded sources and
+    right-padded targets) equal ``saved["encoder_out"]`` and ``saved["logits"]`` at every
+    real position. Padded positions are compared too, except as queries: their outputs are
+    never used (cross-attention and the loss skip them), and no encoding promises anything
+    there."""
+    inputs = saved["inputs"]
+    with torch.no_grad():
+        enc_out = model.encoder(inputs["src_tokens"], inputs["src_lengths"])
+        logits = model.decoder(inputs["prev_output_tokens"], enc_out)[0]
+    pad = dictionary().pad()
+    src_real = inputs["src_tokens"].ne(pad).t()  # (T, B), as encoder_out
+    tgt_real = inputs["prev_output_tokens"].ne(pad)  # (B, T), as the logits
+    torch.testing.assert_close(enc_out["encoder_out"][0][src_real],
+                               saved["encoder_out"][src_real], rtol=0, atol=2e-5)
+    torch.testing.assert_close(logits[tgt_real], saved["logits"][tgt_real], rtol=0, atol=2e-5)

@@ -61,13 +61,16 @@ def test_a_killed_comparison_resumes_and_its_report_is_sacrebleus(killed_compari
                         (killed / "train.log").read_text())
     assert resumed and int(resumed.group(1)) > 0, "the killed run did not resume"
     # from the last checkpoint the killed part saved, at its last validation or after it:
-    # a checkpoint at every validation, so a kill loses at most one validation interval
+    # a checkpoint at every validation, so a kill loses at most one validation interval.
+    # fairseq logs "Saved checkpoint" once the checkpoint's copies are written: a kill in
+    # between leaves the log a checkpoint behind the checkpoint_last.pt it resumes from
     killed_log = (killed / "train.1.log").read_text()
     saved = re.findall(r"Saved checkpoint \S+ \(epoch \d+ @ (\d+) updates", killed_log)
     validated = re.findall(r"valid on 'valid' subset .* num_updates (\d+)", killed_log)
-    assert int(resumed.group(1)) == int(saved[-1]) >= int(validated[-1]) - 1
+    assert int(saved[-1]) <= int(resumed.group(1)) >= int(validated[-1]) - 1
     assert re.search(r"Loaded checkpoint \S+ \(epoch 1 @", (killed / "train.log").read_text())
-    assert f"sinusoidal seed 2: training, resuming at update {saved[-1]} " in again
+    # the resume line names the update fairseq loads
+    assert f"sinusoidal seed 2: training, resuming at update {resumed.group(1)} " in again
 
     report = json.loads((out / "report.json").read_text())
     assert [(r["encoding"], r["seed"]) for r in report["runs"]] == [

@@ -19,9 +19,11 @@ import pytest
 
 from tests.support.cli_utils import subprocess_env
 from tests.tools.test_compare import ROOT, files, raw, run_main  # noqa: F401  (raw: fixture)
-from fairseq_posenc.tools.compare import cli, stopping
+from fairseq_posenc.tools.compare import cli, execute, stopping
 from fairseq_posenc.tools.compare.plan import Run, train_args
 from fairseq_posenc.tools.experiment import trainlog
+from tests.fixtures.make_record_checkpoints import write_checkpoint
+from tests.integration.test_damaged_checkpoints import cut
 
 
 def settings_of(tmp_path: Path, *extra: str):
@@ -112,8 +114,34 @@ def test_a_resumed_part_discards_what_the_killed_one_validated_after_its_checkpo
     third = log_of(tmp_path / "train.log", [(10, 5.01)])
     assert trainlog.history([first, second]) == [(10, 5.0), (20, 4.5), (30, 4.41), (40, 4.3)]
     assert trainlog.history([first, second, third]) == [(10, 5.01)]
-    assert trainlog.saved_update([first, second]) == 40
     assert trainlog.resumed_at(second) == 20 and trainlog.resumed_at(first) is None
+
+
+@pytest.mark.parametrize("logged", [
+    20,  # killed after checkpoint_last.pt of update 30 was copied, before the log's line
+    40,  # checkpoint_last.pt of update 40 replaced by a copy of an earlier one (update 30)
+])
+def test_the_resume_line_names_the_update_of_the_checkpoint_fairseq_loads(tmp_path, logged):
+    run = Run("t5", 1)
+    # as fairseq-train saves it after 30 updates (fairseq's own Trainer.save_checkpoint)
+    write_checkpoint("transformer_tiny_t5", [], run.save_dir(tmp_path) / "checkpoint_last.pt",
+                     updates=30, epoch=2)
+    log = log_of(run.train_log(tmp_path), [(10, 5.0), (logged, 4.5)])
+    assert re.findall(r"Saved checkpoint .* @ (\d+) updates", log.read_text())[-1] == str(logged)
+    assert execute.resume_note(run.save_dir(tmp_path)) == ", resuming at update 30"
+    assert execute.resume_note(tmp_path / "elsewhere") == ""  # nothing to resume from
+
+
+def test_a_damaged_last_checkpoint_stops_the_run_before_fairseq_starts(tmp_path):
+    run = Run("t5", 1)
+    write_checkpoint("transformer_tiny_t5", [], tmp_path / "whole.pt", updates=30)
+    run.save_dir(tmp_path).mkdir(parents=True)
+    last = cut(tmp_path / "whole.pt", run.save_dir(tmp_path) / "checkpoint_last.pt", 0.5)
+    settings = settings_of(tmp_path, "--max-update", "60")
+    with pytest.raises(SystemExit, match=f"^posenc-compare: t5 seed 1: {last} is damaged: "
+                                         ".*Delete it"):
+        execute.train(settings, None, run, tmp_path, lambda _: None)
+    assert not run.train_log(tmp_path).exists()  # fairseq-train never started
 
 
 # --- bad input ---------------------------------------------------------------------------

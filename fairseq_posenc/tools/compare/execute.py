@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from ..evaluation import scoring
-from ..experiment.checkpoints import final_checkpoint
+from ..experiment.checkpoints import checkpoint_update, final_checkpoint
 from ..experiment.fairseq_run import USER_DIR, logged_to, run_fairseq
-from ..experiment.trainlog import (history, keep_earlier, last_update, saved_update,
-                                   stopped_early, validation_losses, words_per_second)
+from ..experiment.trainlog import (history, keep_earlier, last_update, stopped_early,
+                                   validation_losses, words_per_second)
 from ..launch.batch import Split
 from ..experiment.translate import translate
 from ..textprep.files import read_lines, write_text_atomic
@@ -125,10 +125,11 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
         return
     batch_split = batch_split or batch(settings, 1)
     log = run.train_log(out)
+    try:
+        resumed = resume_note(run.save_dir(out))
+    except ValueError as e:  # a damaged checkpoint_last.pt: what to do, before fairseq starts
+        raise SystemExit(f"posenc-compare: {run.label}: {e}") from None
     keep_earlier(log)  # an earlier part: fairseq resumes from checkpoint_last.pt
-    saved = (saved_update(run.train_logs(out))
-             if (run.save_dir(out) / "checkpoint_last.pt").exists() else None)
-    resumed = f", resuming at update {saved}" if saved else ""
     step(f"training{resumed} (log: {log})")
     started = time.monotonic()
     with _watching(log, settings.max_update, step, settings.until_converged):
@@ -148,6 +149,17 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
         "seconds_this_part": round(time.monotonic() - started, 1),
         "batch": batch_split.to_json(), "placement": placement.here(batch_split.gpus)},
         indent=1) + "\n")
+
+
+def resume_note(save_dir: Path) -> str:
+    """``, resuming at update U`` where ``save_dir`` holds a checkpoint_last.pt, which
+    fairseq-train resumes from: U is the checkpoint's own update (not the log's last "Saved
+    checkpoint" line, which a kill after the checkpoint's copy leaves one validation behind,
+    and which an earlier checkpoint copied over it leaves ahead); empty where there is none.
+    :class:`ValueError` naming a damaged checkpoint."""
+    last = save_dir / "checkpoint_last.pt"
+    update = checkpoint_update(last) if last.exists() else None
+    return f", resuming at update {update}" if update else ""
 
 
 #: Seconds between the lines that report a training's progress.

@@ -3,7 +3,8 @@
 mean of the last N interval checkpoints, written to checkpoint_avgN.pt), and the
 ``fairseq-train`` flags that keep those interval checkpoints. fairseq's
 ``scripts/average_checkpoints.py`` is not part of the installed package, hence
-:func:`average_checkpoints`.
+:func:`average_checkpoints`. :func:`checkpoint_update` reads the update a checkpoint holds,
+where a resumed training starts.
 """
 
 from __future__ import annotations
@@ -110,3 +111,18 @@ def average_checkpoints(paths: Sequence[Path], out: Path) -> Path:
     torch.save(averaged, tmp)
     os.replace(tmp, out)
     return out
+
+
+def checkpoint_update(checkpoint: Path) -> Optional[int]:
+    """The update ``checkpoint`` was saved at, where ``fairseq-train`` resumes from it (its
+    "Loaded checkpoint ... (epoch E @ U updates)"): the count in its last
+    ``optimizer_history`` entry, read memory-mapped (the weights are not read). None for a
+    file without one (no training's checkpoint); :class:`ValueError` naming a damaged file
+    (:class:`~fairseq_posenc.plugin.checkpoint.DamagedCheckpoint`)."""
+    from ...plugin.checkpoint import load
+
+    state = load(checkpoint, mmap=True, weights_only=True)
+    history = state.get("optimizer_history") if isinstance(state, dict) else None
+    last = history[-1] if isinstance(history, list) and history else {}
+    updates = last.get("num_updates") if isinstance(last, dict) else None
+    return int(updates) if updates is not None else None

@@ -6,13 +6,15 @@ The lines read, as fairseq writes them (the logger's name is the statistics' tag
     ... | INFO | train_inner | epoch 001:     10 / 28 loss=9.259, ..., wps=344.1, ..., num_updates=10
     ... | INFO | train | epoch 001 | loss 8.43 | ... | wps 623.7 | ... | num_updates 28 | ...
     ... | INFO | valid | epoch 001 | valid on 'valid' subset | loss 7.754 | ... | num_updates 20
-    ... | INFO | fairseq.checkpoint_utils | Saved checkpoint .../checkpoint_2_40.pt (epoch 2 @ 40 updates, ...
     ... | INFO | fairseq.trainer | Loaded checkpoint .../checkpoint_last.pt (epoch 2 @ 40 updates)
     ... | INFO | fairseq_cli.train | early stop since valid performance hasn't improved for last 5 runs
 
 ``train_inner`` is a progress line (every ``--log-interval`` updates), ``train`` the
-average of an epoch, ``valid`` a validation; a checkpoint is saved after its validation, and
-the line is written once every copy of it (``checkpoint_last.pt``, ``checkpoint_best.pt``) is.
+average of an epoch, ``valid`` a validation. Where a training will resume is not read here:
+fairseq logs "Saved checkpoint" only once every copy of a checkpoint (``checkpoint_last.pt``,
+``checkpoint_best.pt``) is written, so a killed training's log can end a checkpoint behind
+its ``checkpoint_last.pt``; the checkpoint's own count says it
+(:func:`~fairseq_posenc.tools.experiment.checkpoints.checkpoint_update`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ _EPOCH = re.compile(r"\| train \| .*\| wps ([^\s|]+)")
 _VALID = re.compile(r"\| valid on 'valid' subset \|")
 _LOSS = re.compile(r"\| loss ([^\s|]+)")
 _UPDATES = re.compile(r"\bnum_updates[= ](\d+)")
-_SAVED = re.compile(r"\| Saved checkpoint .* \(epoch \d+ @ (\d+) updates")
 _LOADED = re.compile(r"\| Loaded checkpoint .* \(epoch \d+ @ (\d+) updates\)")
 _EARLY_STOP = "early stop since valid performance hasn't improved"
 
@@ -81,17 +82,6 @@ def resumed_at(log: Path) -> Optional[int]:
         if match := _LOADED.search(line):
             return int(match.group(1))
     return None
-
-
-def saved_update(logs: Sequence[Path]) -> Optional[int]:
-    """The update of the last checkpoint these parts saved (``checkpoint_last.pt``'s, where
-    it was not removed since): the update a resumed training starts from."""
-    found = None
-    for log in logs:
-        for line in _lines(log):
-            if match := _SAVED.search(line):
-                found = int(match.group(1))
-    return found
 
 
 def stopped_early(log: Path) -> bool:

@@ -108,9 +108,7 @@ def saved_arguments(state: dict[str, Any], path: Path) -> argparse.Namespace:
         raise fail(f"{path} is a model of --arch {args.arch}, not a fairseq-posenc "
                    f"transformer_posenc model (no position-encoding tag). {WHAT_WE_READ}.")
     args = argparse.Namespace(**vars(args))  # the architecture function fills in place
-    encoding = decode_tag(tag)
-    # NAME, or ENCODER/DECODER for an encoding per stack (whose arguments record both)
-    args.pos_encoding = getattr(args, "pos_encoding", None) or encoding.split("/")[0]
+    encoding = decode_tag(tag)  # NAME, or ENCODER/DECODER for an encoding per stack
     ARCH_CONFIG_REGISTRY[args.arch](args)
     fill_position_defaults(args)
     if model_tag(args) != encoding:
