@@ -32,7 +32,8 @@ what it may add for a fused kernel (:attr:`~.base.PositionEncoding.fused_kernel`
 * :class:`InputEmbedding` -- ``INPUT``: fairseq's own position embeddings, configured.
 
 A class may derive from two kinds and set its ``kind`` per instance when a constructor
-argument changes it (TUPE's reset).
+argument changes it (TUPE's reset). What each method returns is checked against what its
+docstring here says, at every call (:mod:`.outputs`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from torch import Tensor
 from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import distance_range, expand_distance_bias, read_by_distance
 from .base import PositionEncoding
+from .outputs import DISTANCE_TABLE
 from .terms import DistanceRows
 
 
@@ -129,8 +131,14 @@ class DistanceBias(PositionEncoding):
         queries at ``q_offset + i`` and keys ``0 .. k_len - 1`` have, once per forward."""
         r_lo, r_hi = distance_range(q_len, k_len, q_offset)
         table = ctx.window(self, "per_distance", r_lo, r_hi,
-                           lambda lo, hi: Window(self.distance_bias(lo, hi), lo, hi))
+                           lambda lo, hi: Window(self.checked_table(lo, hi), lo, hi))
         return table.rows(r_lo, r_hi), r_lo
+
+    def checked_table(self, r_lo: int, r_hi: int) -> Tensor:
+        """:meth:`distance_bias`, its width and dtype checked
+        (:data:`.outputs.DISTANCE_TABLE`; its heads are checked on the term it gives)."""
+        return DISTANCE_TABLE.check(self, self.distance_bias(r_lo, r_hi),
+                                    (None, r_hi - r_lo + 1))
 
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``; between
@@ -140,7 +148,7 @@ class DistanceBias(PositionEncoding):
             def gathered() -> Tensor:
                 r_lo, r_hi = ctx.distance_range(q_len, k_len, q_offset)
                 table = ctx.window(self, "per_distance", r_lo, r_hi, lambda lo, hi: Window(
-                    self.distance_bias(lo, hi), lo, hi)).rows(r_lo, r_hi)
+                    self.checked_table(lo, hi), lo, hi)).rows(r_lo, r_hi)
                 return read_by_distance(table, ctx.distances(q_len, k_len, q_offset) - r_lo)
 
             return ctx.latest(self, "expanded", (q_len, k_len, q_offset), gathered,
@@ -150,7 +158,7 @@ class DistanceBias(PositionEncoding):
             # nothing made per step (beam search is bound by the host's work per layer).
             r_lo, r_hi = -q_offset, k_len - 1 - q_offset
             return ctx.window(self, "step rows", r_lo, r_hi, lambda lo, hi: Window(
-                self.distance_bias(lo, hi).unsqueeze(-2), lo, hi)).rows(r_lo, r_hi)
+                self.checked_table(lo, hi).unsqueeze(-2), lo, hi)).rows(r_lo, r_hi)
 
         def compute() -> Tensor:
             table, r_lo = self.distance_table(q_len, k_len, q_offset, ctx)
@@ -169,8 +177,9 @@ class PairBias(PositionEncoding):
 
     def pair_bias(self, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
-        """``(B or 1, H, q_len, k_len)`` added to the logits of queries at positions
-        ``q_offset .. q_offset + q_len - 1`` against keys ``0 .. k_len - 1``.
+        """``(B or 1, H, q_len, k_len)`` (or ``(H, q_len, k_len)``: the same for every row)
+        added to the logits of queries at positions ``q_offset .. q_offset + q_len - 1``
+        against keys ``0 .. k_len - 1``.
         ``key_padding_mask`` is the padding of the self-attention input, cache included
         (``(B, q_offset + q_len)``, True at padding, or None)."""
         raise NotImplementedError
