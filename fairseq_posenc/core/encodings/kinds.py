@@ -195,11 +195,13 @@ class PairBias(PositionEncoding):
 
 class LowRank(PositionEncoding):
     """``P_Q[pos_i] . P_K[pos_j]``: a low-rank term over absolute positions, exactly an
-    attention over ``[q, P_Q] . [k, P_K]``."""
+    attention over ``[q, P_Q] . [k, P_K]``. Declares :attr:`max_len`."""
 
     kind = PositionKind.LOW_RANK
     methods = ("factors",)
-    #: The number of absolute positions the factors have.
+    #: The number of absolute positions the factors have: a class attribute, or set by the
+    #: constructor (from the stack's ``max_positions`` or an option); a class that sets it
+    #: nowhere is refused (:func:`declaration_refusal`, :func:`built_refusal`).
     max_len: int
 
     def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
@@ -321,7 +323,10 @@ class InputGates(PositionEncoding):
 
 class InputEmbedding(PositionEncoding):
     """Position embeddings added to the input by fairseq's own modules; self-attention
-    stays stock. ``fairseq_flags`` says how fairseq's transformer is configured."""
+    stays stock. ``fairseq_flags`` says how fairseq's transformer is configured (a class
+    without it is refused at registration); no method of the class computes an
+    embedding, and its class methods (:meth:`~.base.PositionEncoding.position_draw`,
+    ``max_length``, ``random_positions_refusal``) are all it can add."""
 
     at_input = True
     kind = PositionKind.INPUT
@@ -333,6 +338,47 @@ class InputEmbedding(PositionEncoding):
 #: Every kind's base class.
 KINDS = (DistanceBias, PairBias, LowRank, Rotation, ContentBias, ContentLogits, Projection,
          InputGates, InputEmbedding)
+
+
+def declaration_refusal(cls: type) -> Optional[str]:
+    """Why registration refuses ``cls`` for what its kind asks it to declare (None: it
+    declares it): an :class:`InputEmbedding` without ``fairseq_flags``; a :class:`LowRank`
+    without ``max_len``, where the class shows it (no class attribute, and no constructor
+    of its own to set it: one that has a constructor is checked when it is built,
+    :func:`built_refusal`)."""
+    if issubclass(cls, InputEmbedding):
+        flags = getattr(cls, "fairseq_flags", None)
+        if not (isinstance(flags, tuple) and len(flags) == 2
+                and all(isinstance(flag, bool) for flag in flags)):
+            got = "has none" if flags is None else f"got {flags!r}"
+            return ("is an InputEmbedding and needs the class attribute fairseq_flags = "
+                    "(no_token_positional_embeddings, learned_pos), the fairseq input "
+                    "embedding it configures: (False, False) sinusoidal, (False, True) "
+                    f"learned, (True, False) none; {got}")
+    if issubclass(cls, LowRank) and getattr(cls, "max_len", None) is None and all(
+            "__init__" not in vars(base) for base in cls.__mro__
+            if issubclass(base, PositionEncoding) and base is not PositionEncoding):
+        return ("is a LowRank without max_len: set the number of absolute positions its "
+                "factors cover, as a class attribute max_len or as self.max_len in its "
+                "__init__ (from the stack's max_positions, or an option)")
+    return None
+
+
+def built_refusal(term: PositionEncoding) -> Optional[str]:
+    """Why a built ``term`` cannot be attended with (None: it can): a ``LOW_RANK`` term
+    (or one whose fused kernel reads :meth:`LowRank.factors`) whose ``max_len``, the
+    positions its factors cover, its constructor left unset or not a positive int."""
+    if term.kind is not PositionKind.LOW_RANK and not (
+            term.fused_kernel is not None
+            and term.fused_kernel.family is KernelFamily.CAUSAL_EXTRA_DIMENSIONS):
+        return None
+    max_len = getattr(term, "max_len", None)
+    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= 1:
+        return None
+    got = "has none" if max_len is None else f"got {max_len!r}"
+    return ("is a LowRank term and needs max_len, the number of absolute positions its "
+            "factors cover, a positive int: set self.max_len in its __init__ (from the "
+            f"stack's max_positions, or an option); {got}")
 
 
 def unimplemented_kinds(cls: type) -> list[type]:
