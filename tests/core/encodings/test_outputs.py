@@ -256,12 +256,12 @@ def test_a_result_the_kind_does_not_document_is_refused_at_the_first_call(mistak
 @pytest.mark.parametrize("mistake,message", [
     (OwnKeysPairs, "pair_bias returned shape (1, 2, 1, 1), expected (B=3 or 1, H=2, q_len=1, "
                    "k_len=2)"),
-    (SlopesOneShort, "distance_bias returned shape (2, 132), expected (H, r_hi - r_lo + 1 = "
-                     "133)"),
+    (SlopesOneShort, "distance_bias returned shape (2, 398), expected (H, r_hi - r_lo + 1 = "
+                     "399)"),
 ], ids=["pair_bias", "distance_bias"])
 def test_check_encoding_reports_it_as_the_attention_does(mistake, message):
-    """``check_encoding``'s first call is the full forward of the 67 positions its
-    decoder then decodes (distances -66 .. 66); ``OwnKeysPairs`` is right at step 0 (one
+    """``check_encoding``'s first call is the full forward of the 200 positions its
+    decoder then decodes (distances -199 .. 199); ``OwnKeysPairs`` is right at step 0 (one
     query, one key, both the call's) and wrong from step 1 on."""
     with pytest.raises(ValueError, match=re.escape(f"{__name__}.{mistake.__qualname__}."
                                                    f"{message}")):
