@@ -201,6 +201,8 @@ def test_every_built_in_encoding_passes(encoding, monkeypatch):
     ("diet_abs_lin", {"diet_abs_lin_k": 4}),  # fewer projected keys than an input's tokens
     ("sandwich", {"sandwich_dim": 8}),
     ("diet_rel", {"diet_rel_sharing": "layer"}),
+    ("diet_rel", {"diet_rel_sharing": "head"}),  # one table for every head: (1, R)
+    ("diet_abs_lin", {"diet_abs_lin_sharing": "head"}),
     ("diet_abs", {"diet_abs_sharing": "none", "diet_abs_symmetric": True}),
     ("t5_nob", {"pos_layers": "all"}),  # its default is the first layer only
     ("fire", {"fire_init_l": 2.0, "fire_shared": True}),  # most steps past the threshold

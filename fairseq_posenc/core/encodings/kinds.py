@@ -122,7 +122,8 @@ class DistanceBias(PositionEncoding):
     methods = ("distance_bias",)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
-        """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""
+        """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``
+        (``(1, r_hi - r_lo + 1)``: one row for every head)."""
         raise NotImplementedError
 
     def distance_table(self, q_len: int, k_len: int, q_offset: int,
@@ -177,9 +178,9 @@ class PairBias(PositionEncoding):
 
     def pair_bias(self, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
-        """``(B or 1, H, q_len, k_len)`` (or ``(H, q_len, k_len)``: the same for every row)
-        added to the logits of queries at positions ``q_offset .. q_offset + q_len - 1``
-        against keys ``0 .. k_len - 1``.
+        """``(B or 1, H or 1, q_len, k_len)`` (or ``(H or 1, q_len, k_len)``: the same for
+        every row) added to the logits of queries at positions ``q_offset .. q_offset +
+        q_len - 1`` against keys ``0 .. k_len - 1``.
         ``key_padding_mask`` is the padding of the self-attention input, cache included
         (``(B, q_offset + q_len)``, True at padding, or None)."""
         raise NotImplementedError
@@ -297,7 +298,7 @@ class Projection(PositionEncoding):
 
     def projected_bias(self, q_len: int, key_padding_mask: Optional[Tensor],
                        ctx: PositionContext) -> Tensor:
-        """``(B or 1, H, q_len, k_len')`` added to the logits over the projected keys;
+        """``(B or 1, H or 1, q_len, k_len')`` added to the logits over the projected keys;
         ``key_padding_mask`` is the padding of the input."""
         raise NotImplementedError
 

@@ -149,14 +149,15 @@ def _dtype_text(dtype: Dtypes) -> str:
 
 # -- each kind's methods, as :mod:`.kinds` documents them ------------------------------------
 
-#: ``DistanceBias.distance_bias(r_lo, r_hi)``: a row per head (the layer's heads, checked
-#: on the term it gives), a column per distance.
+#: ``DistanceBias.distance_bias(r_lo, r_hi)``: a row per head, or one for all of them (the
+#: layer's heads, checked on the term it gives), a column per distance.
 DISTANCE_TABLE = Output("distance_bias", ("H", "r_hi - r_lo + 1"), why=ON_LOGITS)
 #: ``DistanceBias``'s table expanded to the call's pairs (chosen positions: per sequence).
-DISTANCE_TERM = Output("distance_bias", ("B", "H", "q_len", "k_len"), or_one=frozenset({"B"}),
-                       optional=1, why=ON_LOGITS, gives="its table expanded to the call's pairs")
+DISTANCE_TERM = Output("distance_bias", ("B", "H", "q_len", "k_len"),
+                       or_one=frozenset({"B", "H"}), optional=1, why=ON_LOGITS,
+                       gives="its table expanded to the call's pairs")
 #: ``PairBias.pair_bias``.
-PAIR_BIAS = Output("pair_bias", ("B", "H", "q_len", "k_len"), or_one=frozenset({"B"}),
+PAIR_BIAS = Output("pair_bias", ("B", "H", "q_len", "k_len"), or_one=frozenset({"B", "H"}),
                    optional=1, why=ON_LOGITS)
 #: ``LowRank.factors``: ``P_Q`` and ``P_K`` over ``n >= length`` positions, ``d_p`` the same.
 FACTORS = Output("factors", ("H", "n", "d_p"), at_least=frozenset({"n"}))
@@ -178,7 +179,7 @@ CONTENT_LOGITS = Output("content_logits", ("B", "H", "q_len", "k_len"))
 PROJECTED_INPUT = Output("project_sequence", ("k_len'", "B", "C"))
 #: ``Projection.projected_bias``.
 PROJECTED_BIAS = Output("projected_bias", ("B", "H", "q_len", "k_len'"),
-                        or_one=frozenset({"B"}), optional=1, why=ON_LOGITS)
+                        or_one=frozenset({"B", "H"}), optional=1, why=ON_LOGITS)
 #: ``InputGates.log_gates``: ``G = H``, or ``2 H`` when bidirectional.
 LOG_GATES = Output("log_gates", ("B", "G", "T"), dtype=(torch.float32, torch.float64),
                    why=": sums of log-gates over the whole sequence need float32 at least")

@@ -92,10 +92,19 @@ class SlopesOneShort(Slopes):
         return torch.arange(r_lo, r_hi, dtype=self.slope.dtype)
 
 
-class OneSlope(Slopes):
-    """Mistake: one row for every head, where the kind asks for a row per head."""
+class ThreeSlopes(Slopes):
+    """Mistake: three heads, whatever the layer's number (a slope per head, hard-coded)."""
 
-    name = "test_outputs_one_slope"
+    name = "test_outputs_three_slopes"
+
+    def __init__(self, *, num_heads: int) -> None:
+        super().__init__(num_heads=3)
+
+
+class SharedSlope(Slopes):
+    """One slope for every head: a ``(1, R)`` table, which the kind allows."""
+
+    name = "test_outputs_shared_slope"
 
     def distance_bias(self, r_lo, r_hi):
         return super().distance_bias(r_lo, r_hi)[:1]
@@ -175,9 +184,9 @@ class KeyScoresWithoutQueries(KeyScores):
         return super().logit_bias(q, k, q_offset, ctx)[:, :, 0]
 
 
-CORRECT = (Pairs, Slopes, Factors, HalfTurns, KeyScores)
-MISTAKES = (OwnKeysPairs, MaskPairs, SlopesOneShort, OneSlope, HeadlessFactors, Float32Turns,
-            KeyScoresWithoutQueries)
+CORRECT = (Pairs, Slopes, SharedSlope, Factors, HalfTurns, KeyScores)
+MISTAKES = (OwnKeysPairs, MaskPairs, SlopesOneShort, ThreeSlopes, HeadlessFactors,
+            Float32Turns, KeyScoresWithoutQueries)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -215,9 +224,9 @@ def named(cls: type, method: str) -> str:
 # (the mistake, the encoding without it, the call, the message: what the kind documents)
 CASES = [
     (OwnKeysPairs, Pairs, after_one_step,
-     f"{named(OwnKeysPairs, 'pair_bias')} returned shape (1, 2, 5, 5), expected (B=3 or 1, H=2, "
-     "q_len=5, k_len=6) or without its first dimension (PairBias.pair_bias says what each "
-     "dimension is)"),
+     f"{named(OwnKeysPairs, 'pair_bias')} returned shape (1, 2, 5, 5), expected (B=3 or 1, "
+     "H=2 or 1, q_len=5, k_len=6) or without its first dimension (PairBias.pair_bias says "
+     "what each dimension is)"),
     (MaskPairs, Pairs, whole,
      f"{named(MaskPairs, 'pair_bias')} returned a tensor of dtype torch.bool, expected a "
      "floating-point dtype: a term of the logits (a bool or integer mask would be read as "
@@ -225,9 +234,9 @@ CASES = [
     (SlopesOneShort, Slopes, whole,
      f"{named(SlopesOneShort, 'distance_bias')} returned shape (2, 8), expected (H, "
      "r_hi - r_lo + 1 = 9) (DistanceBias.distance_bias says what each dimension is)"),
-    (OneSlope, Slopes, whole,
-     f"{named(OneSlope, 'distance_bias')} gives its table expanded to the call's pairs of "
-     "shape (1, 5, 5), expected (B=3 or 1, H=2, q_len=5, k_len=5) or without its first "
+    (ThreeSlopes, SharedSlope, whole,
+     f"{named(ThreeSlopes, 'distance_bias')} gives its table expanded to the call's pairs of "
+     "shape (3, 5, 5), expected (B=3 or 1, H=2 or 1, q_len=5, k_len=5) or without its first "
      "dimension (DistanceBias.distance_bias says what each dimension is)"),
     (HeadlessFactors, Factors, whole,
      f"{named(HeadlessFactors, 'factors')} returned P_Q of shape (5, 3), expected (H, "
@@ -254,8 +263,8 @@ def test_a_result_the_kind_does_not_document_is_refused_at_the_first_call(mistak
 
 
 @pytest.mark.parametrize("mistake,message", [
-    (OwnKeysPairs, "pair_bias returned shape (1, 2, 1, 1), expected (B=3 or 1, H=2, q_len=1, "
-                   "k_len=2)"),
+    (OwnKeysPairs, "pair_bias returned shape (1, 2, 1, 1), expected (B=3 or 1, H=2 or 1, "
+                   "q_len=1, k_len=2)"),
     (SlopesOneShort, "distance_bias returned shape (2, 398), expected (H, r_hi - r_lo + 1 = "
                      "399)"),
 ], ids=["pair_bias", "distance_bias"])
