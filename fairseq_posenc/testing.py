@@ -46,9 +46,10 @@ EMBED_DIM, NUM_HEADS, NUM_LAYERS = 8, 2, 2
 FIRST_WINDOW_END, SECOND_WINDOW_END = 64, 194
 #: Positions of each sequence the incremental check decodes: past the second window.
 LENGTH = SECOND_WINDOW_END + 6
-#: The positions it decodes one per call: the first ones, and those on both sides of each
-#: growth (the last ones of a window, then steps that read it grown once, then twice). The
-#: positions between are fed in calls of at most :data:`CHUNK`.
+#: The positions it decodes one per call: the first ones (step 0 makes the window), and
+#: those on both sides of each growth (the last ones a window covers, then the steps that
+#: grow it and read it grown, once and then twice). The positions between are fed in calls
+#: of at most :data:`CHUNK`.
 ONE_BY_ONE = (range(0, 8), range(FIRST_WINDOW_END - 3, FIRST_WINDOW_END + 5),
               range(SECOND_WINDOW_END - 3, LENGTH))
 #: At most this many positions per call between the steps: a call of ``n`` positions asks
@@ -250,9 +251,9 @@ def _decoding_calls() -> list[tuple[int, int]]:
 
 def _check_incremental(stack: _Stack, label: str) -> None:
     """:data:`LENGTH` positions through a cache, :func:`_decoding_calls`, then the first
-    ones of the first run of steps as a prefix fed at once, one step and the rest at once,
-    against one full forward of the whole sequences (causal: the first ``t + 1`` outputs
-    are those of the prefix)."""
+    ``FIRST_WINDOW_END + 4`` (past the first growth) as a prefix of 5 fed at once, one step
+    and the rest at once, against one full forward of the whole sequences (causal: the
+    first ``t + 1`` outputs are those of the prefix)."""
     check = "incremental decoding"
     names, axes = ("the decoded outputs", "the full forward"), ("row", "position")
     x = _inputs(3, LENGTH, seed=SEED + 1)

@@ -7,11 +7,11 @@ the files into a fresh directory and runs code blocks there in a subprocess with
 interpreter (the registrations stay out of the test process), checking the exit status and
 the output the page shows: the Python blocks in one interpreter, in the page's order, as a
 reader runs them (the PyTorch usage, a rotation at positions a training forward chooses,
-``check_encoding`` on the four encodings, and on a mistake, whose message the page shows
-exactly, and the attention's error for a method's result of the wrong shape), and, slow, ``fairseq-train`` and
-``fairseq-generate`` from the user directory on a small synthetic corpus, checked in the
-checkpoint (the flag's value reached the encoding's parameters) and in the translations
-(every test sentence).
+``check_encoding`` on the four encodings and on a mistake, and the attention's error for a
+method's result of the wrong shape, each message as the page shows it), and, slow,
+``fairseq-train`` and ``fairseq-generate`` from the user directory on a small synthetic
+corpus, checked in the checkpoint (the flag's value reached the encoding's parameters) and
+in the translations (every test sentence).
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ where they receive it (:meth:`Output.check`), so that one the kind does not docu
 expected, at the first call that returns it.
 
 The check runs on every call, not once per instance: a result of the documented shape
-passes with one comparison of its size with the expected one and one of its dtype, all of
-it host metadata (no device synchronisation), which is what looking up a record of the
-calls checked already would cost too; nothing is kept.
+passes with a comparison of its sizes with the expected ones (a loop over them where a
+dimension may be 1 or left out) and one of its dtype, all of it host metadata (no device
+synchronisation), which is what looking up a record of the calls checked already would
+cost too; nothing is kept.
 
 Not checked: what a term declaring a fused kernel adds for it (``distance_rows``,
 ``clipped_tables``, ``rows_by_key``: the built-in encodings' own).
