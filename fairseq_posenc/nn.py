@@ -16,8 +16,8 @@ plugin's, on CPU or GPU.
   ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
 * :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
 * Your own encoding: a class of a kind (:class:`DistanceBias`, :class:`PairBias`,
-  :class:`Rotation`), its options as keyword arguments, :func:`register_encoding` as its
-  decorator (``docs/adding-an-encoding.md``).
+  :class:`LowRank`, :class:`Rotation`, :class:`InputEmbedding`), its options as keyword
+  arguments, :func:`register_encoding` as its decorator (``docs/adding-an-encoding.md``).
 
 Wrong arguments (sizes, shapes, a float padding mask, a cache of another batch) are a
 ``TypeError`` or ``ValueError`` that names them, before any work:
@@ -38,13 +38,13 @@ from .core.attention_core import AttachedPositions, Buffer, PositionalAttentionC
 from .core.context import PositionContext, PositionScope
 from .core.encodings import ENCODINGS
 from .core.encodings.base import PositionEncoding
-from .core.encodings.kinds import DistanceBias, InputEmbedding, PairBias, Rotation
+from .core.encodings.kinds import DistanceBias, InputEmbedding, LowRank, PairBias, Rotation
 from .core.encodings.options import Option
 from .core.encodings.registry import option_values, register_encoding
 from .core.kernel_choice import choose_kernels  # re-exported (__all__)
 from .core.positions import real_positions
 
-__all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "Option", "PairBias",
+__all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "LowRank", "Option", "PairBias",
            "PositionContext", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
            "Rotation", "choose_kernels", "encoding_names", "encoding_options",
            "register_encoding"]

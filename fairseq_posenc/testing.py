@@ -8,8 +8,9 @@ PositionalSelfAttention` layers with the encoding, through the public API of
 and compares each way of running them with the full-sequence forward, the path used in
 training:
 
-* ``incremental decoding`` -- the causal stack decoded token by token through a cache,
-  and a prefix fed at once then the rest, equals its full forward;
+* ``incremental decoding`` -- the causal stack decoded through a cache, token by token
+  where a decoding context's tables grow, and a prefix fed at once then the rest, equals
+  its full forward;
 * ``beam reordering`` -- decoding with the cache reordered after every step, rows
   duplicated and permuted as beam search does, equals the full forward of the reordered
   sequences;
@@ -17,8 +18,9 @@ training:
   the right equals each sequence run alone, at its real tokens.
 
 A failure is an ``AssertionError`` that names the check, the encoding, its options, and
-the largest difference against the tolerance. How the checks are built, and why the
-tolerance is what it is: ``docs/architecture.md``, "Checking an encoding".
+the largest difference against the tolerance, or where the first value that is not finite
+is. How the checks are built, and why the tolerance is what it is:
+``docs/architecture.md``, "Checking an encoding".
 """
 
 from __future__ import annotations
@@ -29,18 +31,34 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
-from .nn import DecodingCache, PositionalSelfAttention, PositionStack, encoding_names
+from .core.encodings import ENCODINGS
+from .nn import (DecodingCache, PositionalSelfAttention, PositionStack, encoding_names,
+                 encoding_options)
 
 __all__ = ["check_encoding"]
 
 #: The stacks' sizes: two layers (a shared table is read by both, a cache holds both).
 EMBED_DIM, NUM_HEADS, NUM_LAYERS = 8, 2, 2
-#: The longest sequence an absolute table covers (the default of ``*_max_len`` options).
-MAX_LEN = 128
-#: Positions decoded one by one: past the first window of content-free tables that a
-#: decoding context computes (64 positions at the first step), so that a step reads a
-#: window grown later too.
-STEPS = 67
+#: A decoding context computes each content-free table for a window of positions that grows
+#: when a step needs more (:meth:`~fairseq_posenc.nn.PositionContext.ahead`): step 0 makes
+#: it ``0 .. 64`` (distances ``-64 .. 64``), step 65 grows it to ``0 .. 194``, step 195 to
+#: ``0 .. 454``. The last positions of the first two windows:
+FIRST_WINDOW_END, SECOND_WINDOW_END = 64, 194
+#: Positions of each sequence the incremental check decodes: past the second window.
+LENGTH = SECOND_WINDOW_END + 6
+#: The positions it decodes one per call: the first ones (step 0 makes the window), and
+#: those on both sides of each growth (the last ones a window covers, then the steps that
+#: grow it and read it grown, once and then twice). The positions between are fed in calls
+#: of at most :data:`CHUNK`.
+ONE_BY_ONE = (range(0, 8), range(FIRST_WINDOW_END - 3, FIRST_WINDOW_END + 5),
+              range(SECOND_WINDOW_END - 3, LENGTH))
+#: At most this many positions per call between the steps: a call of ``n`` positions asks
+#: for distances up to ``n - 1`` after its first query, which the steps' window covers up
+#: to ``n = 65``, so that no window grows but at a step.
+CHUNK = FIRST_WINDOW_END
+#: The longest sequence an absolute table covers (the default of ``*_max_len`` options):
+#: :data:`LENGTH` and room.
+MAX_LEN = 256
 #: Beam search's sentences and hypotheses per sentence, and its steps.
 SENTENCES, BEAM, BEAM_STEPS = 2, 3, 9
 #: Real tokens of each row of the padded batches (the first one unpadded).
@@ -64,18 +82,31 @@ def check_encoding(name: str, **options: Any) -> None:
     :class:`~fairseq_posenc.nn.PositionStack` takes them (``shaw_clip=2``; ``pos_layers``
     too). Returns None when every check passes.
 
-    The stacks are two layers of ``embed_dim`` 8, 2 heads, ``max_len`` 128, in float64
+    The stacks are two layers of ``embed_dim`` 8, 2 heads, ``max_len`` 256, in float64
     and evaluation mode (an encoding that draws anything in training is checked without
     the draw). Every parameter of the encoding's modules gets Gaussian noise of standard
     deviation 0.5 added before the checks, so that a table that starts at zero does not
     make a check vacuous. Everything random is drawn from fixed seeds, without touching
     the caller's random state: the same result on every run.
 
+    What it covers: ``incremental decoding`` decodes 3 sequences of 200 positions, one
+    position per call at positions 0 .. 7, 61 .. 68 and 191 .. 199 (the first steps, and
+    the steps on both sides of each growth of a decoding context's window of tables, at 65
+    and 195), the positions between in calls of at most 64 (no window grows for them), and
+    the same sequences' first 68 positions as a prefix of 5, 1 position, then the other 62
+    at once;
+    ``beam reordering`` decodes 2 sentences x 3 hypotheses for 9 steps; ``padding`` runs
+    rows of 9, 6 and 3 real tokens padded to 9 on either side. An absolute table covers
+    256 positions.
+
     Raises ``AssertionError`` starting with the check's name (``"incremental decoding:
     ..."``) that gives the encoding, its options, where (a step, a row, a side of
-    padding), the largest absolute difference and the tolerance. An input-level encoding,
-    an unknown name, a wrong option or one of the sizes it chooses itself (``max_len``) is
-    a ``ValueError`` or ``TypeError`` before any work."""
+    padding), and either the largest absolute difference and the tolerance or, where an
+    output is inf or nan, the first position that is. An input-level encoding, an unknown
+    name, a wrong option, one of the sizes it chooses itself (``max_len``) or an absolute
+    table shorter than the sequences it decodes is a ``ValueError`` or ``TypeError``
+    before any work; an encoding's method that returns another shape or dtype than its
+    kind documents is the attention's ``ValueError`` that names it."""
     if name in encoding_names(True):
         raise ValueError(
             f"check_encoding checks attention-level encodings, and {name!r} is an "
@@ -95,6 +126,7 @@ def check_encoding(name: str, **options: Any) -> None:
     with _fixed_random_state():
         decoder = _Stack(name, options, causal=True)
         encoder = _Stack(name, options, causal=False)
+    _check_length_bound(name, options)
     with torch.no_grad(), _one_thread():
         _check_incremental(decoder, label)
         _check_beam_reordering(decoder, label)
@@ -158,9 +190,38 @@ def _inputs(*shape: int, seed: int) -> Tensor:
                        generator=torch.Generator().manual_seed(seed))
 
 
-def _compare(check: str, label: str, got: Tensor, want: Tensor, where: str) -> None:
+def _check_length_bound(name: str, options: dict[str, Any]) -> None:
+    """An absolute table of fewer than :data:`LENGTH` positions (``diet_abs_max_len=100``)
+    cannot run the incremental check: a ``ValueError`` that says so, before any work."""
+    cls = ENCODINGS[name]
+    values = {**encoding_options(name), **options}
+    bound = cls.max_length(values, MAX_LEN)
+    if bound is not None and bound < LENGTH:
+        raise ValueError(f"check_encoding decodes sequences of {LENGTH} positions, and "
+                         f"{cls.max_len_option}={bound} gives {name!r} a table of {bound}: "
+                         f"pass {cls.max_len_option}={LENGTH} or more, or leave it at its "
+                         f"default ({MAX_LEN} here)")
+
+
+def _compare(check: str, label: str, got: Tensor, want: Tensor, where: str,
+             names: tuple[str, str], axes: tuple[str, ...], origin: tuple[int, ...] = ()
+             ) -> None:
     """Raise the check's ``AssertionError`` unless ``got`` equals ``want`` within
-    :data:`TOLERANCE` (relative to ``want``'s largest value, at least 1); a NaN fails."""
+    :data:`TOLERANCE` (relative to ``want``'s largest value, at least 1). Where either holds
+    a value that is not finite, the message says which (``names``: what ``got`` and
+    ``want`` are) and where its first one is, by the ``axes`` (the names of the tensors'
+    dimensions before the last, the channels), counted from ``origin`` (0 by default)."""
+    for name, value in zip(names, (got, want)):
+        bad = ~torch.isfinite(value)
+        if bool(bad.any()):
+            first = bad.nonzero()[0].tolist()
+            at = ", ".join(f"{axis} {index + start}" for axis, index, start in
+                           zip(axes, first, tuple(origin) + (0,) * len(axes)))
+            raise AssertionError(
+                f"{check}: {label}: {where}: non-finite values (inf/nan) in {name}, the "
+                f"first at {at}: a position term is inf or nan where the attention expects "
+                "finite numbers (an inf bias where a mask adds -inf is nan): keep every term "
+                "finite, a large negative bias where a pair must not attend")
     tolerance = TOLERANCE * max(1.0, float(want.abs().max()))
     difference = float((got - want).abs().max())
     if not difference <= tolerance:
@@ -168,31 +229,48 @@ def _compare(check: str, label: str, got: Tensor, want: Tensor, where: str) -> N
                              f"{difference:.3g}, more than the tolerance {tolerance:.3g}")
 
 
-def _check_length(check: str, label: str, cache: DecodingCache, step: int) -> None:
-    """After step ``step`` (from 0) the cache holds ``step + 1`` positions."""
-    if len(cache) != step + 1:
+def _check_length(check: str, label: str, cache: DecodingCache, held: int,
+                  after: str) -> None:
+    """The cache holds ``held`` positions ``after`` a call (``"step 3"``)."""
+    if len(cache) != held:
         raise AssertionError(f"{check}: {label}: the cache holds {len(cache)} positions "
-                             f"after step {step}, not {step + 1}")
+                             f"after {after}, not {held}")
+
+
+def _decoding_calls() -> list[tuple[int, int]]:
+    """The incremental check's calls, ``(start, stop)``: positions ``start .. stop - 1``
+    each; one position each in :data:`ONE_BY_ONE`, :data:`CHUNK` at most between."""
+    calls: list[tuple[int, int]] = []
+    for run in ONE_BY_ONE:
+        done = calls[-1][1] if calls else 0
+        calls += [(start, min(start + CHUNK, run.start))
+                  for start in range(done, run.start, CHUNK)]
+        calls += [(t, t + 1) for t in run]
+    return calls
 
 
 def _check_incremental(stack: _Stack, label: str) -> None:
-    """Token by token over :data:`STEPS` positions, then a prefix fed at once, one step
+    """:data:`LENGTH` positions through a cache, :func:`_decoding_calls`, then the first
+    ``FIRST_WINDOW_END + 4`` (past the first growth) as a prefix of 5 fed at once, one step
     and the rest at once, against one full forward of the whole sequences (causal: the
     first ``t + 1`` outputs are those of the prefix)."""
     check = "incremental decoding"
-    x = _inputs(3, STEPS, seed=SEED + 1)
+    names, axes = ("the decoded outputs", "the full forward"), ("row", "position")
+    x = _inputs(3, LENGTH, seed=SEED + 1)
     full = stack(x)
     cache = DecodingCache()
-    for t in range(STEPS):
-        step = stack(x[:, t:t + 1], cache=cache)
-        _compare(check, label, step[:, 0], full[:, t], f"step {t} against the full forward")
-        _check_length(check, label, cache, t)
-    cache = DecodingCache()
+    for start, stop in _decoding_calls():
+        after = (f"step {start}" if stop == start + 1
+                 else f"positions {start}..{stop - 1} fed at once")
+        _compare(check, label, stack(x[:, start:stop], cache=cache), full[:, start:stop],
+                 f"{after} against the full forward", names, axes, (0, start))
+        _check_length(check, label, cache, stop, after)
+    cache, end = DecodingCache(), FIRST_WINDOW_END + 4
     parts = [stack(x[:, :5], cache=cache), stack(x[:, 5:6], cache=cache),
-             stack(x[:, 6:], cache=cache)]
-    _compare(check, label, torch.cat(parts, 1), full,
-             "a prefix of 5 positions fed at once, then 1, then the rest, against the "
-             "full forward")
+             stack(x[:, 6:end], cache=cache)]
+    _compare(check, label, torch.cat(parts, 1), full[:, :end],
+             f"a prefix of 5 positions fed at once, then 1, then the rest of {end}, against "
+             "the full forward", names, axes)
 
 
 def _check_beam_reordering(stack: _Stack, label: str) -> None:
@@ -208,8 +286,8 @@ def _check_beam_reordering(stack: _Stack, label: str) -> None:
         step = stack(prefix[:, -1:], cache=cache)[:, 0]
         _compare(check, label, step, stack(prefix)[:, -1],
                  f"step {t}, after {t} reorderings, against the full forward of the "
-                 "reordered sequences")
-        _check_length(check, label, cache, t)
+                 "reordered sequences", ("the step's outputs", "the full forward"), ("row",))
+        _check_length(check, label, cache, t + 1, f"step {t}")
         order = torch.cat([s * BEAM + torch.randint(0, BEAM, (BEAM,), generator=draw)
                            for s in range(SENTENCES)])
         cache.reorder(order)
@@ -238,4 +316,5 @@ def _check_padding(stack: _Stack, label: str) -> None:
             real = ~mask[row]
             _compare(check, label, got[row, real], want[row][0],
                      f"the {form} stack, row {row} ({x.size(1)} real tokens of {length}, "
-                     f"padded on the {side}) against the row alone")
+                     f"padded on the {side}) against the row alone",
+                     ("the padded batch's outputs", "the row alone"), ("real token",))

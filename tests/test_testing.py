@@ -1,6 +1,9 @@
 """``fairseq_posenc.testing.check_encoding``: every built-in attention-level encoding passes
-it, with its defaults and with other options; each of its checks fails, naming itself, on
-an encoding broken in the way that check exists for.
+it, with its defaults and with other options, a window of tables that a decoding context
+keeps grown anew by a step past 190 positions; each of its checks fails, naming
+itself, on an encoding broken in the way that check exists for, a fault from position 70
+on included; a term that is inf where a mask adds -inf is reported as values that are not
+finite, at the first one.
 
 The broken encodings are small test-only encodings, registered by the fixture
 ``own_encodings`` for the tests that ask for it and removed afterwards: beside each, the
@@ -84,6 +87,31 @@ class IgnoresDecoderPadding(AbsolutePairs):
         return super().positions(key_padding_mask, k_len)
 
 
+class ShortStepRows(AbsolutePairs):
+    """Fault: a decoding step reads its query's row from rows kept for the first 70
+    positions, the last of them at every later position (a table sized once, at the start
+    of decoding); the full forward reads them all."""
+
+    name = "test_short_step_rows"
+
+    def query_positions(self, positions: Tensor, q_len: int, q_offset: int) -> Tensor:
+        queries = positions[:, q_offset:]
+        return queries.clamp(max=69) if q_len == 1 else queries
+
+
+class FutureInf(AbsolutePairs):
+    """Fault: ``+inf`` at the pairs a causal mask removes (keys after the query), which the
+    mask's ``-inf`` makes nan."""
+
+    name = "test_future_inf"
+
+    def pair_bias(self, q_len: int, k_len: int, q_offset: int,
+                  key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
+        bias = super().pair_bias(q_len, k_len, q_offset, key_padding_mask, ctx)
+        later = torch.ones(q_len, k_len, dtype=torch.bool).triu(q_offset + 1)
+        return bias.masked_fill(later, float("inf"))
+
+
 class KeyScores(ContentBias):
     """``w_h . k_j`` added to every query's logit of key ``j``: a term that reads the keys,
     so its values depend on the batch; computed anew at every call: correct."""
@@ -121,7 +149,7 @@ class StaleKeyScores(KeyScores):
 
 
 TEST_ENCODINGS = (AbsolutePairs, IgnoresOffset, IgnoresPadding, IgnoresDecoderPadding,
-                  KeyScores, StaleKeyScores)
+                  ShortStepRows, FutureInf, KeyScores, StaleKeyScores)
 
 
 @pytest.fixture
@@ -139,8 +167,25 @@ def own_encodings():
 # -- every built-in encoding passes ------------------------------------------------------------
 
 @pytest.mark.parametrize("encoding", encoding_names(False))
-def test_every_built_in_encoding_passes(encoding):
+def test_every_built_in_encoding_passes(encoding, monkeypatch):
+    """And where its decoding keeps windows of tables (``PositionContext.window``), one is
+    computed anew for positions that only the last run of single steps reaches (the calls
+    of several positions end before it): a step reads a window grown past the ones before."""
+    reached: list[int] = []
+    window = PositionContext.window
+
+    def recorded(ctx, owner, what, lo, hi, compute):
+        def grown(grown_lo: int, grown_hi: int):
+            if ctx.incremental:
+                reached.append(max(-lo, hi))
+            return compute(grown_lo, grown_hi)
+
+        return window(ctx, owner, what, lo, hi, grown)
+
+    monkeypatch.setattr(PositionContext, "window", recorded)
     check_encoding(encoding)
+    if reached:
+        assert max(reached) >= testing.ONE_BY_ONE[-1].start, reached
 
 
 @pytest.mark.parametrize("encoding,options", [
@@ -156,6 +201,8 @@ def test_every_built_in_encoding_passes(encoding):
     ("diet_abs_lin", {"diet_abs_lin_k": 4}),  # fewer projected keys than an input's tokens
     ("sandwich", {"sandwich_dim": 8}),
     ("diet_rel", {"diet_rel_sharing": "layer"}),
+    ("diet_rel", {"diet_rel_sharing": "head"}),  # one table for every head: (1, R)
+    ("diet_abs_lin", {"diet_abs_lin_sharing": "head"}),
     ("diet_abs", {"diet_abs_sharing": "none", "diet_abs_symmetric": True}),
     ("t5_nob", {"pos_layers": "all"}),  # its default is the first layer only
     ("fire", {"fire_init_l": 2.0, "fire_shared": True}),  # most steps past the threshold
@@ -178,12 +225,13 @@ def test_a_correct_encoding_of_ones_own_passes(own_encodings):
 
 @pytest.mark.parametrize("broken,check,where", [
     (IgnoresOffset, "incremental decoding", "step 1 against the full forward"),
+    (ShortStepRows, "incremental decoding", "step 191 against the full forward"),
     (StaleKeyScores, "beam reordering", "step 1, after 1 reorderings"),
     (IgnoresPadding, "padding", "the non-causal (encoder) stack, row 1 (6 real tokens of 9, "
                                 "padded on the left)"),
     (IgnoresDecoderPadding, "padding", "the causal (decoder) stack, row 1 (6 real tokens of 9, "
                                        "padded on the left)"),
-], ids=["offset", "reordering", "encoder padding", "decoder padding"])
+], ids=["offset", "from position 70", "reordering", "encoder padding", "decoder padding"])
 def test_each_check_fails_naming_itself(own_encodings, broken, check, where):
     """The checks run in the order incremental decoding, beam reordering, padding: a
     failure of a later one means the earlier ones passed."""
@@ -195,6 +243,26 @@ def test_each_check_fails_naming_itself(own_encodings, broken, check, where):
     difference, tolerance = re.match(pattern, str(failed.value)).groups()
     assert float(difference) > 1e3 * float(tolerance)  # the fault, not rounding
     assert 1e-9 <= float(tolerance) < 1e-7  # relative to outputs of a few units
+
+
+def test_values_that_are_not_finite_are_reported_at_the_first(own_encodings):
+    """The full forward's first query has keys after it, ``inf`` there, and nan out; step
+    0 has one key and none after it."""
+    with pytest.raises(AssertionError) as failed:
+        check_encoding(FutureInf.name)
+    assert str(failed.value).startswith(
+        "incremental decoding: encoding 'test_future_inf' with default options: step 0 "
+        "against the full forward: non-finite values (inf/nan) in the full forward, the first "
+        "at row 0, position 0: ")
+    assert "max abs difference" not in str(failed.value)
+
+
+def test_a_table_shorter_than_the_decoded_sequences_is_refused_before_any_work():
+    with pytest.raises(ValueError, match=f"check_encoding decodes sequences of "
+                                         f"{testing.LENGTH} positions, and diet_abs_max_len=100 "
+                                         "gives 'diet_abs' a table of 100: pass "
+                                         f"diet_abs_max_len={testing.LENGTH} or more"):
+        check_encoding("diet_abs", diet_abs_max_len=100)
 
 
 def test_the_message_gives_the_options(own_encodings):

@@ -41,6 +41,7 @@ from .attention_plan import (
     plan_attention,
 )
 from .context import KernelFamily, PositionContext, PositionScope
+from .encodings import outputs
 from .encodings.base import PositionEncoding
 from .encodings.kinds import PositionKind
 from .encodings.terms import low_rank_bias, low_rank_operands
@@ -96,21 +97,41 @@ def _append_padding(prev: Optional[Tensor], new: Optional[Tensor], batch: int,
 def _additive_term(term: PositionEncoding, q: Tensor, k: Tensor, tgt_len: int, src_len: int,
                    q_offset: int, padding_mask: Optional[Tensor],
                    ctx: PositionContext) -> Optional[Tensor]:
-    """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``; None for the
-    kinds that add nothing there (rotations). ``padding_mask``: the padding of the
-    self-attention input, cache included."""
+    """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``, checked
+    against what its kind documents (:mod:`.encodings.outputs`); None for the kinds that
+    add nothing there (rotations). ``padding_mask``: the padding of the self-attention
+    input, cache included."""
     kind = term.kind
+    sizes = (q.size(0), q.size(1), tgt_len, src_len)
     if kind is PositionKind.DISTANCE_BIAS:
-        return term.expanded(tgt_len, src_len, q_offset, ctx)
+        return outputs.DISTANCE_TERM.check(
+            term, term.expanded(tgt_len, src_len, q_offset, ctx), sizes)
     if kind is PositionKind.PAIR_BIAS:
-        return term.pair_bias(tgt_len, src_len, q_offset, padding_mask, ctx)
+        return outputs.PAIR_BIAS.check(
+            term, term.pair_bias(tgt_len, src_len, q_offset, padding_mask, ctx), sizes)
     if kind is PositionKind.LOW_RANK:
-        return low_rank_bias(term, tgt_len, src_len, q_offset, padding_mask, ctx)
+        return outputs.LOW_RANK_TERM.check(
+            term, low_rank_bias(term, tgt_len, src_len, q_offset, padding_mask, ctx), sizes)
     if kind in (PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES):
-        return term.logit_bias(q, k, q_offset, ctx)
+        return outputs.LOGIT_BIAS.check(term, term.logit_bias(q, k, q_offset, ctx), sizes)
     if kind is PositionKind.PROJECTION:
-        return term.projected_bias(tgt_len, padding_mask, ctx)
+        return outputs.PROJECTED_BIAS.check(
+            term, term.projected_bias(tgt_len, padding_mask, ctx), sizes)
     return None
+
+
+def _projected_input(term: PositionEncoding, x: Tensor, key_padding_mask: Optional[Tensor],
+                     ctx: PositionContext) -> Tensor:
+    """``term.project_sequence``, checked: ``(k_len', B, C)`` from ``x`` (``(T, B, C)``)."""
+    return outputs.PROJECTED_INPUT.check(term, term.project_sequence(x, key_padding_mask, ctx),
+                                         (None, x.size(1), x.size(2)))
+
+
+def _value_term(term: PositionEncoding, probs: Tensor, q_offset: int, ctx: PositionContext,
+                head_dim: int) -> Tensor:
+    """``term.value_term``, checked: ``(B, H, q_len, d_h)`` from the probabilities."""
+    return outputs.VALUE_TERM.check(term, term.value_term(probs, q_offset, ctx),
+                                    (*probs.shape[:3], head_dim))
 
 
 def _logit_terms(
@@ -126,16 +147,19 @@ def _logit_terms(
     content: Optional[Tensor] = None
     scale: Optional[Tensor] = None
     bias: Optional[Tensor] = None
+    sizes = (q.size(0), q.size(1), tgt_len, src_len)  # of the logits
     for term in terms:
         if term in skip:
             continue
         kind = term.kind
         if kind is PositionKind.DISTANCE_SCALE:
-            factor = term.expanded(tgt_len, src_len, q_offset, ctx)
+            factor = outputs.DISTANCE_TERM.check(
+                term, term.expanded(tgt_len, src_len, q_offset, ctx), sizes)
             scale = factor if scale is None else scale * factor
             continue
         if kind is PositionKind.CONTENT_LOGITS:
-            content = term.content_logits(q, k, q_offset, ctx)
+            content = outputs.CONTENT_LOGITS.check(
+                term, term.content_logits(q, k, q_offset, ctx), sizes)
             continue
         if term in by_rows:  # one query (a decoding step): products, no gather
             content = term.distance_rows(q, k, q_offset, ctx).one_query_logits(k, q_offset)
@@ -228,7 +252,7 @@ class PositionalAttentionCore:
             assert saved is not None
             return self._decode_step(query, saved, positions, ctx, plan), None
         # INPUT_GATES terms read this call's input, their sums extend the cache.
-        gates = read_gates(positions.gates, query, key_padding_mask, saved)
+        gates = read_gates(positions.gates, query, key_padding_mask, saved, self.num_heads)
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.reshape(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -237,7 +261,7 @@ class PositionalAttentionCore:
         input_padding_mask = key_padding_mask
         kv_input = query
         for term in positions.projections:
-            kv_input = term.project_sequence(query, key_padding_mask, ctx)
+            kv_input = _projected_input(term, query, key_padding_mask, ctx)
             key_padding_mask = None  # projections over real tokens: none is padding
         q = split_heads(self.q_proj(query))
         k = split_heads(self.k_proj(kv_input))
@@ -298,7 +322,7 @@ class PositionalAttentionCore:
             dropped = self._attention_dropout(probs)
             out = torch.matmul(dropped, v)
             for term in positions.on_probabilities:
-                out = out + term.value_term(dropped, q_offset, ctx)
+                out = out + _value_term(term, dropped, q_offset, ctx, self.head_dim)
         else:
             if plan.concatenated:
                 q, k = concatenate(q, k)
@@ -364,7 +388,8 @@ class PositionalAttentionCore:
         folds the scale into its own product."""
         q_scale = self.scaling * positions.content_scale
         for term in positions.rotations:
-            q, k = term.rotate_qk(q, k, q_offset, ctx, q_scale)
+            q, k = outputs.check_rotation(term, q, k,
+                                          term.rotate_qk(q, k, q_offset, ctx, q_scale))
             q_scale = 1.0
         if q_scale != 1.0:
             q = q * q_scale
@@ -399,7 +424,7 @@ class PositionalAttentionCore:
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
         k, v, _ = self._extend_cache(saved, k, v, None)
-        gates = read_gates(positions.gates, query, None, saved)
+        gates = read_gates(positions.gates, query, None, saved, heads)
         src_len = q_offset + 1
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
         # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the
@@ -449,7 +474,7 @@ class PositionalAttentionCore:
         for table in value_rows:
             out = torch.addmm(out.view(rows, head_dim), probs.view(rows, src_len), table)
         for term in positions.step_value_terms:
-            out = out + term.value_term(probs, q_offset, ctx).reshape(rows, 1, head_dim)
+            out = out + _value_term(term, probs, q_offset, ctx, head_dim).reshape(rows, 1, head_dim)
         return self.out_proj(out.view(1, bsz, self.embed_dim))
 
     @staticmethod

@@ -31,7 +31,9 @@ from .encodings.kinds import (
     NEEDS_LOGITS,
     READS_CONTENT,
     PositionKind,
+    built_refusal,
 )
+from .encodings.outputs import term_name
 from . import kernels
 from .kernels import Verifier
 
@@ -112,9 +114,15 @@ class AttachedPositions:
     @classmethod
     def of(cls, encoding, scope: PositionScope, extra_terms: Sequence = ()) -> "AttachedPositions":
         """``encoding`` None: no position term of its own (``--pos-layers first``).
-        ``extra_terms``: further terms, e.g. segment attention."""
+        ``extra_terms``: further terms, e.g. segment attention. A term built without what
+        its kind needs (:func:`~.encodings.kinds.built_refusal`) is a ``TypeError`` naming
+        its class, before the layer runs."""
         own = () if encoding is None else encoding.terms()
         terms = (*own, *extra_terms)
+        for term in terms:
+            refusal = built_refusal(term)
+            if refusal is not None:
+                raise TypeError(f"{term_name(term)} {refusal}")
 
         def of_kind(*kinds: PositionKind) -> tuple:
             return tuple(t for t in terms if t.kind in kinds)

@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import Tensor
 
+from .encodings.outputs import LOG_GATES
+
 if TYPE_CHECKING:
     from .encodings.kinds import InputGates
 
@@ -54,11 +56,14 @@ _SIGNIFICAND = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.f
 
 
 def gate_sums(term: "InputGates", x: Tensor, key_padding_mask: Optional[Tensor],
-              saved: Optional[dict]) -> Tensor:
+              saved: Optional[dict], heads: Optional[int] = None) -> Tensor:
     """``(B, G, k_len)``: ``c_j`` of every key, the cached ones first, from this call's
     input ``x`` (``(T, B, C)``) and its padding (``(B, T)``, True at padding, or None);
-    appended to ``saved`` (the layer's incremental buffer), in place, when decoding."""
-    log_f = term.log_gates(x)
+    appended to ``saved`` (the layer's incremental buffer), in place, when decoding. The
+    log-gates are checked against :data:`~.encodings.outputs.LOG_GATES` (with ``heads``,
+    the layer's, their number of gates too)."""
+    gates = None if heads is None else heads * (2 if term.bidirectional else 1)
+    log_f = LOG_GATES.check(term, term.log_gates(x), (x.size(1), gates, x.size(0)))
     if key_padding_mask is not None:
         log_f = log_f.masked_fill(key_padding_mask.to(torch.bool)[:, None, :], 0.0)
     sums = torch.cumsum(log_f, dim=-1)
@@ -72,14 +77,15 @@ def gate_sums(term: "InputGates", x: Tensor, key_padding_mask: Optional[Tensor],
 
 
 def read_gates(terms: tuple, x: Tensor, key_padding_mask: Optional[Tensor],
-               saved: Optional[dict]) -> dict:
-    """Each term's :func:`gate_sums` for this call (empty: the layer has none)."""
+               saved: Optional[dict], heads: int) -> dict:
+    """Each term's :func:`gate_sums` for this call (empty: the layer has none), for a layer
+    of ``heads`` heads."""
     if not terms:
         return {}
     if len(terms) > 1 and saved is not None:
         raise ValueError(f"a layer decodes with one INPUT_GATES term (its cache holds one "
                          f"set of sums), got {len(terms)}")
-    return {term: gate_sums(term, x, key_padding_mask, saved) for term in terms}
+    return {term: gate_sums(term, x, key_padding_mask, saved, heads) for term in terms}
 
 
 def gate_bias(sums: Tensor, heads: int, q_len: int, bidirectional: bool) -> Tensor:

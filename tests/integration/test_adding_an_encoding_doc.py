@@ -6,11 +6,12 @@ test=NAME`` code to run, ``text output=NAME`` what block ``NAME`` prints. Each t
 the files into a fresh directory and runs code blocks there in a subprocess with this
 interpreter (the registrations stay out of the test process), checking the exit status and
 the output the page shows: the Python blocks in one interpreter, in the page's order, as a
-reader runs them (the PyTorch usage, ``check_encoding`` on both encodings, and on a mistake,
-whose message the page shows exactly), and, slow, ``fairseq-train`` and
-``fairseq-generate`` from the user directory on a small synthetic corpus, checked in the
-checkpoint (the flag's value reached the encoding's parameters) and in the translations
-(every test sentence).
+reader runs them (the PyTorch usage, a rotation at positions a training forward chooses,
+``check_encoding`` on the four encodings and on a mistake, and the attention's error for a
+method's result of the wrong shape, each message as the page shows it), and, slow,
+``fairseq-train`` and ``fairseq-generate`` from the user directory on a small synthetic
+corpus, checked in the checkpoint (the flag's value reached the encoding's parameters) and
+in the translations (every test sentence).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def blocks(kind: str) -> dict[str, str]:
 
 def write_files(root: Path) -> None:
     files = blocks("file")
-    assert set(files) == {"myenc/__init__.py", "myenc/laplace.py", "myenc/pair_table.py"}
+    assert set(files) == {"myenc/__init__.py", "myenc/laplace.py", "myenc/pair_table.py",
+                          "myenc/pair_factors.py", "myenc/rope_halves.py"}
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
@@ -71,8 +73,9 @@ SEPARATOR = "----- next block: "
 
 
 def test_the_page_marks_its_blocks():
-    assert list(blocks("test")) == ["nn", "check", "mistake", "fairseq"]  # the page's order
-    assert set(blocks("output")) == {"nn", "mistake"}
+    assert list(blocks("test")) == ["nn", "positions", "check", "mistake", "fairseq",
+                                    "shape"]  # the page's order
+    assert set(blocks("output")) == {"nn", "positions", "mistake", "shape"}
 
 
 def test_the_python_blocks_run_and_print_what_the_page_shows(tmp_path):

@@ -91,9 +91,11 @@ class PositionEncoding(nn.Module):
     @classmethod
     def build(cls, values: Mapping[str, Any], **structural: Any) -> "PositionEncoding":
         """One module: the constructor with the structural arguments it takes and the
-        option ``values`` (:func:`~.registry.option_values`)."""
+        option ``values`` (:func:`~.registry.option_values`); a class without a constructor
+        of its own (``nn.Module``'s, whose ``**kwargs`` takes none) gets none."""
         params = inspect.signature(cls.__init__).parameters
-        takes_all = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        takes_all = cls.__init__ is not nn.Module.__init__ and any(
+            p.kind is p.VAR_KEYWORD for p in params.values())
         given = {name: value for name, value in structural.items()
                  if takes_all or name in params}
         return cls(**given, **values)

@@ -32,7 +32,8 @@ what it may add for a fused kernel (:attr:`~.base.PositionEncoding.fused_kernel`
 * :class:`InputEmbedding` -- ``INPUT``: fairseq's own position embeddings, configured.
 
 A class may derive from two kinds and set its ``kind`` per instance when a constructor
-argument changes it (TUPE's reset).
+argument changes it (TUPE's reset). What each method returns is checked against what its
+docstring here says, at every call (:mod:`.outputs`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from torch import Tensor
 from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import distance_range, expand_distance_bias, read_by_distance
 from .base import PositionEncoding
+from .outputs import DISTANCE_TABLE
 from .terms import DistanceRows
 
 
@@ -120,7 +122,8 @@ class DistanceBias(PositionEncoding):
     methods = ("distance_bias",)
 
     def distance_bias(self, r_lo: int, r_hi: int) -> Tensor:
-        """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``."""
+        """``(heads, r_hi - r_lo + 1)``: the bias of every distance in ``[r_lo, r_hi]``
+        (``(1, r_hi - r_lo + 1)``: one row for every head)."""
         raise NotImplementedError
 
     def distance_table(self, q_len: int, k_len: int, q_offset: int,
@@ -129,8 +132,14 @@ class DistanceBias(PositionEncoding):
         queries at ``q_offset + i`` and keys ``0 .. k_len - 1`` have, once per forward."""
         r_lo, r_hi = distance_range(q_len, k_len, q_offset)
         table = ctx.window(self, "per_distance", r_lo, r_hi,
-                           lambda lo, hi: Window(self.distance_bias(lo, hi), lo, hi))
+                           lambda lo, hi: Window(self.checked_table(lo, hi), lo, hi))
         return table.rows(r_lo, r_hi), r_lo
+
+    def checked_table(self, r_lo: int, r_hi: int) -> Tensor:
+        """:meth:`distance_bias`, its width and dtype checked
+        (:data:`.outputs.DISTANCE_TABLE`; its heads are checked on the term it gives)."""
+        return DISTANCE_TABLE.check(self, self.distance_bias(r_lo, r_hi),
+                                    (None, r_hi - r_lo + 1))
 
     def expanded(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:
         """``(H, q_len, k_len)``: ``b_h(j - i)`` for queries at ``q_offset + i``; between
@@ -140,7 +149,7 @@ class DistanceBias(PositionEncoding):
             def gathered() -> Tensor:
                 r_lo, r_hi = ctx.distance_range(q_len, k_len, q_offset)
                 table = ctx.window(self, "per_distance", r_lo, r_hi, lambda lo, hi: Window(
-                    self.distance_bias(lo, hi), lo, hi)).rows(r_lo, r_hi)
+                    self.checked_table(lo, hi), lo, hi)).rows(r_lo, r_hi)
                 return read_by_distance(table, ctx.distances(q_len, k_len, q_offset) - r_lo)
 
             return ctx.latest(self, "expanded", (q_len, k_len, q_offset), gathered,
@@ -150,7 +159,7 @@ class DistanceBias(PositionEncoding):
             # nothing made per step (beam search is bound by the host's work per layer).
             r_lo, r_hi = -q_offset, k_len - 1 - q_offset
             return ctx.window(self, "step rows", r_lo, r_hi, lambda lo, hi: Window(
-                self.distance_bias(lo, hi).unsqueeze(-2), lo, hi)).rows(r_lo, r_hi)
+                self.checked_table(lo, hi).unsqueeze(-2), lo, hi)).rows(r_lo, r_hi)
 
         def compute() -> Tensor:
             table, r_lo = self.distance_table(q_len, k_len, q_offset, ctx)
@@ -169,8 +178,9 @@ class PairBias(PositionEncoding):
 
     def pair_bias(self, q_len: int, k_len: int, q_offset: int,
                   key_padding_mask: Optional[Tensor], ctx: PositionContext) -> Tensor:
-        """``(B or 1, H, q_len, k_len)`` added to the logits of queries at positions
-        ``q_offset .. q_offset + q_len - 1`` against keys ``0 .. k_len - 1``.
+        """``(B or 1, H or 1, q_len, k_len)`` (or ``(H or 1, q_len, k_len)``: the same for
+        every row) added to the logits of queries at positions ``q_offset .. q_offset +
+        q_len - 1`` against keys ``0 .. k_len - 1``.
         ``key_padding_mask`` is the padding of the self-attention input, cache included
         (``(B, q_offset + q_len)``, True at padding, or None)."""
         raise NotImplementedError
@@ -186,11 +196,13 @@ class PairBias(PositionEncoding):
 
 class LowRank(PositionEncoding):
     """``P_Q[pos_i] . P_K[pos_j]``: a low-rank term over absolute positions, exactly an
-    attention over ``[q, P_Q] . [k, P_K]``."""
+    attention over ``[q, P_Q] . [k, P_K]``. Declares :attr:`max_len`."""
 
     kind = PositionKind.LOW_RANK
     methods = ("factors",)
-    #: The number of absolute positions the factors have.
+    #: The number of absolute positions the factors have: a class attribute, or set by the
+    #: constructor (from the stack's ``max_positions`` or an option); a class that sets it
+    #: nowhere is refused (:func:`declaration_refusal`, :func:`built_refusal`).
     max_len: int
 
     def factors(self, length: int, ctx: PositionContext) -> tuple[Tensor, Tensor]:
@@ -286,7 +298,7 @@ class Projection(PositionEncoding):
 
     def projected_bias(self, q_len: int, key_padding_mask: Optional[Tensor],
                        ctx: PositionContext) -> Tensor:
-        """``(B or 1, H, q_len, k_len')`` added to the logits over the projected keys;
+        """``(B or 1, H or 1, q_len, k_len')`` added to the logits over the projected keys;
         ``key_padding_mask`` is the padding of the input."""
         raise NotImplementedError
 
@@ -312,7 +324,10 @@ class InputGates(PositionEncoding):
 
 class InputEmbedding(PositionEncoding):
     """Position embeddings added to the input by fairseq's own modules; self-attention
-    stays stock. ``fairseq_flags`` says how fairseq's transformer is configured."""
+    stays stock. ``fairseq_flags`` says how fairseq's transformer is configured (a class
+    without it is refused at registration); no method of the class computes an
+    embedding, and its class methods (:meth:`~.base.PositionEncoding.position_draw`,
+    ``max_length``, ``random_positions_refusal``) are all it can add."""
 
     at_input = True
     kind = PositionKind.INPUT
@@ -324,6 +339,47 @@ class InputEmbedding(PositionEncoding):
 #: Every kind's base class.
 KINDS = (DistanceBias, PairBias, LowRank, Rotation, ContentBias, ContentLogits, Projection,
          InputGates, InputEmbedding)
+
+
+def declaration_refusal(cls: type) -> Optional[str]:
+    """Why registration refuses ``cls`` for what its kind asks it to declare (None: it
+    declares it): an :class:`InputEmbedding` without ``fairseq_flags``; a :class:`LowRank`
+    without ``max_len``, where the class shows it (no class attribute, and no constructor
+    of its own to set it: one that has a constructor is checked when it is built,
+    :func:`built_refusal`)."""
+    if issubclass(cls, InputEmbedding):
+        flags = getattr(cls, "fairseq_flags", None)
+        if not (isinstance(flags, tuple) and len(flags) == 2
+                and all(isinstance(flag, bool) for flag in flags)):
+            got = "has none" if flags is None else f"got {flags!r}"
+            return ("is an InputEmbedding and needs the class attribute fairseq_flags = "
+                    "(no_token_positional_embeddings, learned_pos), the fairseq input "
+                    "embedding it configures: (False, False) sinusoidal, (False, True) "
+                    f"learned, (True, False) none; {got}")
+    if issubclass(cls, LowRank) and getattr(cls, "max_len", None) is None and all(
+            "__init__" not in vars(base) for base in cls.__mro__
+            if issubclass(base, PositionEncoding) and base is not PositionEncoding):
+        return ("is a LowRank without max_len: set the number of absolute positions its "
+                "factors cover, as a class attribute max_len or as self.max_len in its "
+                "__init__ (from the stack's max_positions, or an option)")
+    return None
+
+
+def built_refusal(term: PositionEncoding) -> Optional[str]:
+    """Why a built ``term`` cannot be attended with (None: it can): a ``LOW_RANK`` term
+    (or one whose fused kernel reads :meth:`LowRank.factors`) whose ``max_len``, the
+    positions its factors cover, its constructor left unset or not a positive int."""
+    if term.kind is not PositionKind.LOW_RANK and not (
+            term.fused_kernel is not None
+            and term.fused_kernel.family is KernelFamily.CAUSAL_EXTRA_DIMENSIONS):
+        return None
+    max_len = getattr(term, "max_len", None)
+    if isinstance(max_len, int) and not isinstance(max_len, bool) and max_len >= 1:
+        return None
+    got = "has none" if max_len is None else f"got {max_len!r}"
+    return ("is a LowRank term and needs max_len, the number of absolute positions its "
+            "factors cover, a positive int: set self.max_len in its __init__ (from the "
+            f"stack's max_positions, or an option); {got}")
 
 
 def unimplemented_kinds(cls: type) -> list[type]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from .base import PositionEncoding
-from .kinds import unimplemented_kinds
+from .kinds import declaration_refusal, unimplemented_kinds
 from .options import Declared, declared_options
 
 ENCODINGS: dict[str, type[PositionEncoding]] = {}
@@ -21,8 +21,9 @@ LISTENERS: list[Callable[[type[PositionEncoding]], None]] = []
 def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
     """Class decorator: register ``cls`` under ``cls.name``. A ``TypeError`` or
     ``ValueError`` naming the class for a class of no kind, one that implements none of its
-    kind's methods, a name registered already, or an option that another encoding declares
-    differently."""
+    kind's methods or lacks what its kind asks it to declare
+    (:func:`~.kinds.declaration_refusal`), a name registered already, or an option that
+    another encoding declares differently."""
     where = f"{cls.__module__}.{cls.__qualname__}"
     if not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
         raise TypeError(f"{where} is no position encoding: derive it from a kind of "
@@ -38,6 +39,9 @@ def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
     for kind in unimplemented_kinds(cls):
         raise TypeError(f"{where} derives from {kind.__name__} but implements none of its "
                         f"methods: implement {' or '.join(kind.methods)}")
+    refusal = declaration_refusal(cls)
+    if refusal is not None:
+        raise TypeError(f"{where} {refusal}")
     options = declared_options(cls)
     for option in options:
         for other_name, other in ENCODINGS.items():

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from ..context import PositionContext, Window
 from ..positions import clipped_index, gather_absolute_pairs, relative_positions
 from .options import flag_name
+from .outputs import FACTORS, term_name
 
 if TYPE_CHECKING:
     from .base import PositionEncoding
@@ -113,10 +114,23 @@ def check_max_len(term: PositionEncoding, k_len: int, positions: Optional[Tensor
             "--max-source/target-positions) or shorten the input.")
 
 
+def checked_factors(term: PositionEncoding, length: int,
+                    ctx: PositionContext) -> tuple[Tensor, Tensor]:
+    """``term.factors(length, ctx)``, checked (:data:`.outputs.FACTORS`): ``P_Q`` and
+    ``P_K``, each over ``length`` positions or more, of one rank."""
+    factors = term.factors(length, ctx)
+    if not (isinstance(factors, tuple) and len(factors) == 2):
+        raise ValueError(f"{term_name(term)}.factors returned {type(factors).__name__}, "
+                         "expected a tuple (P_Q, P_K)")
+    p_q, p_k = factors
+    return (FACTORS.check(term, p_q, (None, length, None), part="P_Q"),
+            FACTORS.check(term, p_k, (None, length, p_q.size(-1)), part="P_K"))
+
+
 def low_rank_product(term: PositionEncoding, length: int, ctx: PositionContext) -> Tensor:
     """``P_Q P_K^T``: ``(H, n, n)`` for some ``n >= length``, per forward (content-free)."""
     def compute(lo: int, hi: int) -> Window:
-        p_q, p_k = term.factors(min(hi + 1, term.max_len), ctx)
+        p_q, p_k = checked_factors(term, min(hi + 1, term.max_len), ctx)
         return Window(torch.matmul(p_q, p_k.transpose(-1, -2)), 0, p_q.size(-2) - 1)
 
     return ctx.window(term, "product", 0, length - 1, compute).table
@@ -157,7 +171,7 @@ def _low_rank_at(term: PositionEncoding, positions: Tensor, q_offset: int,
     largest = ctx.largest_position()
     if largest >= term.max_len:  # --random-positions' check rejects it first
         raise ValueError(f"{term.name}: position {largest} beyond its {term.max_len} rows")
-    p_q, p_k = term.factors(largest + 1, ctx)
+    p_q, p_k = checked_factors(term, largest + 1, ctx)
     return torch.matmul(read_rows(p_q, positions[:, q_offset:]),
                         read_rows(p_k, positions).transpose(-1, -2))
 
@@ -170,7 +184,7 @@ def low_rank_operands(term: PositionEncoding, q_len: int, k_len: int, q_offset: 
     so that ``[q, P_Q[pos_i]] . [k, P_K[pos_j]] = q.k + (P_Q P_K^T)[pos_i, pos_j]``."""
     positions = _real_positions(key_padding_mask, k_len, ctx)
     check_max_len(term, k_len, positions)
-    p_q, p_k = term.factors(min(k_len, term.max_len), ctx)
+    p_q, p_k = checked_factors(term, min(k_len, term.max_len), ctx)
     if positions is None:  # the indices: slices
         return p_q[None, :, q_offset:k_len], p_k[None, :, :k_len]
     # Read once per forward for every layer that shares the term (they all get the same

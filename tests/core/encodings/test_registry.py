@@ -1,9 +1,13 @@
 """``register_encoding``: a user's encoding, declared in one class, reaches the torch API and
-the plugin's flags; a class the registry cannot use is refused, naming it."""
+the plugin's flags; a class the registry cannot use is refused, naming it, and so is what a
+kind asks a class to declare (an ``InputEmbedding``'s ``fairseq_flags``, a ``LowRank``'s
+``max_len``): at registration where the class shows it, else when the layer is built,
+before any forward (where it was an ``AttributeError`` in training)."""
 
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Annotated, Literal, Optional
 
 import pytest
@@ -12,7 +16,8 @@ import torch
 from fairseq_posenc import nn as posenc
 from fairseq_posenc.core.encodings import ENCODINGS
 from fairseq_posenc.core.encodings.options import declared_options
-from fairseq_posenc.nn import DistanceBias, Option, PairBias, register_encoding
+from fairseq_posenc.nn import (DistanceBias, InputEmbedding, LowRank, Option, PairBias,
+                               register_encoding)
 
 
 class Decay(DistanceBias):
@@ -154,6 +159,83 @@ def test_refusals_name_the_class(registered):
         register_encoding(Clash)
 
     assert not {name for name in ENCODINGS if name.startswith("test_registry")}
+
+
+def test_an_input_embedding_without_fairseq_flags_is_refused(registered):
+    class NoFlags(InputEmbedding):
+        name = "test_registry_no_flags"
+
+    class IntFlags(InputEmbedding):
+        name = "test_registry_int_flags"
+        fairseq_flags = (0, 1)
+
+    for cls, got in ((NoFlags, "has none"), (IntFlags, "got (0, 1)")):
+        with pytest.raises(TypeError, match=re.escape(
+                f"{cls.__qualname__} is an InputEmbedding and needs the class attribute "
+                "fairseq_flags = (no_token_positional_embeddings, learned_pos), the fairseq "
+                "input embedding it configures: (False, False) sinusoidal, (False, True) "
+                f"learned, (True, False) none; {got}")):
+            register_encoding(cls)
+        assert cls.name not in ENCODINGS
+
+    class LearnedAgain(InputEmbedding):
+        name = "test_registry_learned_again"
+        fairseq_flags = (False, True)
+
+    registered(LearnedAgain)
+    embedding = posenc.PositionEmbedding(LearnedAgain.name, 8, max_len=16)
+    assert embedding.weight.shape == (16, 8)  # fairseq's learned table, as "learned"
+
+
+class Products(LowRank):
+    """``P[h, p_i] . P[h, p_j]``, ``P`` of rank 2."""
+
+    name = "test_registry_products"
+
+    def __init__(self, *, num_heads: int, max_positions: int) -> None:
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.randn(num_heads, max_positions, 2))
+        self.max_len = max_positions
+
+    def factors(self, length, ctx):
+        return self.p[:, :length], self.p[:, :length]
+
+
+def test_a_low_rank_term_without_max_len_is_refused(registered):
+    class Constant(LowRank):  # no constructor: nothing sets max_len
+        name = "test_registry_constant"
+
+        def factors(self, length, ctx):
+            return torch.ones(1, length, 1), torch.ones(1, length, 1)
+
+    with pytest.raises(TypeError, match="Constant is a LowRank without max_len: set the "
+                                        "number of absolute positions its factors cover, as a "
+                                        "class attribute max_len or as self.max_len in its "
+                                        "__init__"):
+        register_encoding(Constant)
+
+    class Forgets(Products):
+        name = "test_registry_forgets"
+
+        def __init__(self, *, num_heads: int, max_positions: int) -> None:
+            super().__init__(num_heads=num_heads, max_positions=max_positions)
+            del self.max_len
+
+    registered(Forgets)  # its constructor could set it: checked when it is built
+    with pytest.raises(TypeError, match=re.escape(
+            f"{__name__}.test_a_low_rank_term_without_max_len_is_refused.<locals>.Forgets is "
+            "a LowRank term and needs max_len, the number of absolute positions its factors "
+            "cover, a positive int: set self.max_len in its __init__ (from the stack's "
+            "max_positions, or an option); has none")):
+        posenc.PositionalSelfAttention(8, 2, Forgets.name, causal=True, max_len=16)
+
+    class Constant64(Constant):
+        name = "test_registry_constant_64"
+        max_len = 64
+
+    for cls in (registered(Products), registered(Constant64)):
+        attn = posenc.PositionalSelfAttention(8, 2, cls.name, causal=True, max_len=16)
+        assert attn(torch.randn(2, 5, 8)).shape == (2, 5, 8)
 
 
 def test_an_option_named_as_a_fairseq_flag_is_refused(registered):
