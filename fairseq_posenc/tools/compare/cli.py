@@ -352,7 +352,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     data.check(settings)
     check_models(settings, encodings)
     try:
-        rows_mod.check(encodings, settings.train_args)
+        rows_mod.check(encodings)
     except ValueError as e:
         raise SystemExit(f"posenc-compare: {e}") from None
     fairseq_flags.check_train_args(settings, encodings, batch)

@@ -3,14 +3,16 @@ checked with fairseq's own parsers before any work: a flag that would fail insid
 ``fairseq-train`` or ``fairseq-generate``, or silently change what the comparison trains,
 saves, translates or scores, stops the command before anything is prepared or written.
 
-``--train-args`` (:func:`check_train_args`): every run's whole ``fairseq-train`` command
+``--train-args`` (:func:`check_train_args`): every row's whole ``fairseq-train`` command
 (:func:`.plan.train_args`: the comparison's own flags, the recipe, ``--train-args``, the
-batch's split) is parsed by fairseq's training parser for each encoding's architecture, and
-the plugin's own check of the encoding's flags (:func:`~fairseq_posenc.plugin.models.
-configure_positions`) runs on the result, as ``fairseq-train`` does when it builds the
-model: an unknown flag, a bad value, or a flag of another encoding (``--shaw-clip`` when
-comparing ``t5`` and ``rope``) is refused with fairseq's or the plugin's message and the
-encodings that refuse it. Refused too, although fairseq would take them:
+batch's split, the row's own flags) is parsed by fairseq's training parser for the row's
+architecture, and the plugin's own check of the encoding's flags
+(:func:`~fairseq_posenc.plugin.models.configure_positions`) runs on the result, as
+``fairseq-train`` does when it builds the model: an unknown flag, a bad value, or a flag of
+another encoding (``--shaw-clip`` when comparing ``t5`` and ``rope``) is refused with
+fairseq's or the plugin's message and the rows that refuse it. A row's own flags are read
+with the same parser (:func:`.rows.check_flags`), and a value that only they make wrong is
+blamed on the row, by its label. Refused too, although fairseq would take them:
 
 * the flags posenc-compare gives every run itself (:data:`DECIDED`, and whatever else
   :func:`.plan.train_args` sets in this comparison, e.g. ``--save-interval-updates`` under
@@ -54,6 +56,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..launch.batch import Split
+from .rows import Row, check_flags, of
 from .settings import Settings
 
 #: fairseq-train settings that a comparison decides for every run: how.
@@ -167,36 +170,44 @@ def named(parser: argparse.ArgumentParser, flags: Sequence[str]) -> list[tuple[s
 
 
 def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: Split) -> None:
-    """Stop (:class:`SystemExit`, naming the flag, the encodings and what to do) on
-    ``--train-args`` that fairseq or the plugin would refuse for some encoding's run, or
-    that override what the comparison decides or relies on (see the module docstring)."""
+    """Stop (:class:`SystemExit`, naming the flag, the rows and what to do) on
+    ``--train-args`` that fairseq or the plugin would refuse for some row's run, or that
+    override what the comparison decides or relies on (see the module docstring); on a
+    row's flags that fairseq's parser reads as no options of its encodings, as one given
+    twice or as one of ``--train-args`` too (:func:`.rows.check_flags`), or whose values
+    fairseq or the plugin refuse (blamed on the row, by its label)."""
     from fairseq import options
 
-    from ...plugin.position_args import configure_positions
     from .data import Corpus
     from .plan import Run, train_args
-    from .rows import Row, of
 
     given = f"posenc-compare: --train-args \"{' '.join(settings.train_args)}\""
     corpus = Corpus(Path("/nonexistent"), settings.source_lang, settings.target_lang, {}, (),
                     {})  # a stand-in for the prepared corpus: parsing reads no data
     own = dataclasses.replace(settings, recipe=(), train_args=())  # the comparison's flags
 
-    def command(s: Settings, encoding: str) -> list[str]:
-        return train_args(s, corpus, Run(encoding, 1), Path("/nonexistent/OUT"), batch_split)
+    def command(s: Settings, row: Row) -> list[str]:
+        return train_args(s, corpus, Run(row, 1), Path("/nonexistent/OUT"), batch_split)
 
-    failures: dict[str, str] = {}  # encoding: fairseq's or the plugin's message
+    failures: dict[str, str] = {}  # row: fairseq's or the plugin's message
     parser: Optional[argparse.ArgumentParser] = None
-    for encoding in encodings:
-        try:
-            parser, args = parse(options.get_training_parser, command(settings, encoding))
-            configure_positions(copy.copy(args))  # what fairseq-train's build_model checks
-        except ValueError as e:
-            parser = getattr(e, "parser", parser)
-            failures[encoding] = str(e)
+    for row in map(of, encodings):
+        bare = Row(row.label, row.encoder, row.decoder)  # the row without its flags
+        if row.flags:  # read as fairseq-train reads them, with the row's own parser
+            reader, _ = parse(options.get_training_parser, command(own, bare))
+            try:
+                check_flags(row, named(reader, row.flags), named(reader, settings.train_args))
+            except ValueError as e:
+                raise SystemExit(f"posenc-compare: {e}") from None
+        parser, refusal = _refusal(command(settings, row))
+        if refusal and row.flags and _refusal(command(settings, bare))[1] is None:
+            raise SystemExit(f"posenc-compare: --encodings {row.label}: \"{row.written()}\" "
+                             f"is refused: {refusal}")
+        if refusal:
+            failures[row] = refusal
     if parser is not None and settings.train_args:
         # what every row's command sets (a row's own flags aside: --train-args may not repeat
-        # them, :func:`.rows.check`)
+        # them, :func:`.rows.check_flags`)
         plain = Row(of(encodings[0]).encoder)
         tool_sets = {dest for _, dest in named(parser, command(own, plain))}
         lines = []
@@ -221,6 +232,23 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
                               "flags that every compared encoding takes, and compare the "
                               "others with theirs in a comparison of their own" if took
                               else ""))
+
+
+def _refusal(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Optional[str]]:
+    """fairseq's parser of ``fairseq-train ARGV`` (a row's command), and what
+    fairseq or the plugin refuses in it (None: nothing): argparse's message, or the
+    plugin's check of the position flags (:func:`~fairseq_posenc.plugin.models.
+    configure_positions`), as ``fairseq-train`` runs it when it builds the model."""
+    from fairseq import options
+
+    from ...plugin.position_args import configure_positions
+
+    try:
+        parser, args = parse(options.get_training_parser, argv)
+        configure_positions(copy.copy(args))  # what fairseq-train's build_model checks
+    except ValueError as e:
+        return getattr(e, "parser", None) or parser, str(e)
+    return parser, None
 
 
 def variant_flags(flags: Sequence[str], task: str) -> argparse.Namespace:
