@@ -14,7 +14,7 @@ A row is
   given once; every other training flag is the same for all rows and goes in
   ``--train-args``. They are read as ``fairseq-train`` reads them, by its parser
   (:func:`check_flags`: ``--rope-fraction -0.1`` is the flag and its value), and their
-  values are checked in the row's whole command
+  values are checked in the row's whole command, its model built
   (:func:`.fairseq_flags.check_train_args`): a value refused there is the row's, named by
   its label.
 
@@ -160,7 +160,7 @@ def describe_all(rows: Sequence[Row]) -> str:
 def check(rows: Sequence[Row]) -> None:
     """ValueError where a label is an encoding's name but the row trains something else.
     A row's flags are read with fairseq's parser, and checked by :func:`check_flags`, in
-    :func:`.fairseq_flags.check_train_args`, which parses every row's command."""
+    :func:`.fairseq_flags.check_train_args`, which parses and builds every row's model."""
     from ...core.encodings import ENCODINGS
 
     for row in rows:
