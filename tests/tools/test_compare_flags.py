@@ -3,7 +3,9 @@ any work (fairseq_posenc/tools/compare/fairseq_flags.py): each bad flag stops th
 with nothing written in OUT, and the flags a comparison is for still pass.
 
 The references: argparse's own message for an unknown flag, the plugin's foreign-flag
-message, and fairseq's parse of the full command (what each encoding's run gets).
+message, an encoding's constructor's refusal of the model's real sizes (the tiny
+architecture's 4 heads: a width of 36 gives rope an odd head dimension), and fairseq's parse
+of the full command (what each encoding's run gets).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def comparison(raw, tmp_path, *extra):  # noqa: F811
     ("--rope-base 100", "the fairseq-train command of t5 refuses it (rope takes it): "
                         "--rope-base is a flag of --pos-encoding rope"),
     ("--t5-num-buckets 16", "the fairseq-train command of rope refuses it (t5 takes it)"),
+    # each row's model is built before any work: rope's constructor with the real head size
+    ("--encoder-embed-dim 36",
+     "the fairseq-train command of rope refuses it (t5 takes it): --pos-encoding rope needs an "
+     "even head dimension, got 9"),
     ("--dropuot 0.3", "refuses it: unrecognized arguments: --dropuot 0.3"),
     ("--lr", "refuses it: argument --lr: expected one argument"),
     ("extra/data", "refuses it: unrecognized arguments: extra/data"),

@@ -1,8 +1,11 @@
 """posenc-compare's rows (fairseq_posenc/tools/compare/rows.py): an encoding, a pair
 ``ENCODER/DECODER``, or ``LABEL=ENC:FLAGS`` with options of its encodings. Parsing and the
-refusals, each before anything is written; what a row's run trains (fairseq's own parse of
-its command); its directory; the settings record that refuses a label defined otherwise;
-variants of a pair. The end to end run is in test_compare_extrapolation.py."""
+refusals, each before anything is written; a row's flags read as fairseq-train reads them
+(fairseq's own parse of the row's command: ``--rope-fraction -0.1`` is a value), a flag given
+twice refused, and a bad value blamed on the row with the option's own message (the
+encoding's check, called here directly); what a row's run trains; its directory; the
+settings record that refuses a label defined otherwise; variants of a pair. The end to end
+run is in test_compare_extrapolation.py."""
 
 from __future__ import annotations
 
@@ -72,27 +75,86 @@ def test_repeated_labels_and_shared_directories_are_refused():
         rows.parse_all(["t5/alibi", "t5-alibi=t5:--t5-num-buckets 8"])
 
 
+def check_rows(raw, tmp_path, specs, train_args=""):  # noqa: F811
+    """fairseq_flags.check_train_args, which reads and checks every row's flags, on the
+    rows ``specs``."""
+    args = cli.parser().parse_args(base_args(tmp_path / "cmp", raw, "--encodings", *specs,
+                                             f"--train-args={train_args}"))
+    settings = cli.settings_of(args, cli.parser())
+    fairseq_flags.check_train_args(settings, rows.parse_all(specs), plan.batch(settings, 0))
+
+
 @pytest.mark.parametrize("specs, train_args, says", [
-    (["x=rope:--lr 0.1"], (), "--encodings x: --lr is not an option of rope: a row's flags "
+    (["x=rope:--lr 0.1"], "", "--encodings x: --lr is not an option of rope: a row's flags "
                               "are its encodings' options (--rope-base"),
-    (["x=rope:--t5-num-buckets 8"], (), "--t5-num-buckets (an option of t5"),
-    (["x=t5/alibi:--rope-base 9"], (), "is not an option of t5 or alibi"),
-    (["x=rope:--rope-base 9"], ("--rope-base", "5"), "--rope-base is in --train-args too"),
-    (["t5=rope:--rope-base 9"], (), "t5 is an encoding's name"),
+    (["x=rope:--t5-num-buckets 8"], "", "--encodings x: --t5-num-buckets (an option of t5) "
+                                        "is not an option of rope"),
+    (["x=t5/alibi:--rope-base 9"], "", "--encodings x: --rope-base (an option of rope) "
+                                       "is not an option of t5 or alibi"),
+    (["x=rope:--rope-base 9"], "--rope-base 5", "--encodings x: --rope-base is in --train-args "
+                                                "too"),
+    (["x=rope:--rope-base=9"], "--lr 1e-3 --rope-base=5", "--encodings x: --rope-base is in "
+                                                          "--train-args too"),
+    # fairseq-train would train the last; the row's record would keep both
+    (["x=rope:--rope-fraction 0.5 --rope-fraction 0.7"], "",
+     "--encodings x: --rope-fraction is given twice in the row: give it once"),
+    (["x=rope:--rope-fraction=0.5 --rope-base 9 --rope-fraction 0.5"], "",
+     "--encodings x: --rope-fraction is given twice in the row"),
 ])
-def test_a_row_s_flags_are_its_encodings_options(specs, train_args, says):
-    with pytest.raises(ValueError) as info:
-        rows.check(rows.parse_all(specs), train_args)
-    assert says in str(info.value)
-    rows.check(rows.parse_all(["t5/rope:--t5-num-buckets 8 --rope-base 9".replace(
-        "t5/rope", "y=t5/rope")]), ("--lr", "1e-3"))
+def test_a_row_s_flags_are_its_encodings_options_each_once(raw, tmp_path, specs,  # noqa: F811
+                                                           train_args, says):
+    with pytest.raises(SystemExit) as stop:
+        check_rows(raw, tmp_path, specs, train_args)
+    assert f"posenc-compare: {says}" in str(stop.value.code)
+    check_rows(raw, tmp_path, ["y=t5/rope:--t5-num-buckets 8 --rope-base 9"], "--lr 1e-3")
+
+
+def test_a_label_that_is_an_encoding_s_name_trains_only_it():
+    with pytest.raises(ValueError, match="t5 is an encoding's name"):
+        rows.check(rows.parse_all(["t5=rope:--rope-base 9"]))
+    rows.check(rows.parse_all(["t5", "t5=t5"]))
+
+
+def test_a_negative_value_is_the_flag_s_value_as_fairseq_train_reads_it(tmp_path):
+    from fairseq import options
+
+    row = rows.parse("r=rope:--rope-fraction -0.1")
+    args = cli.parser().parse_args(base_args(tmp_path / "cmp", tmp_path, "--encodings", "t5"))
+    settings = cli.settings_of(args, cli.parser())
+    command = plan.train_args(settings, _Corpus(), plan.Run(row, 1), tmp_path,
+                              plan.batch(settings, 0))
+    parser, parsed = fairseq_flags.parse(options.get_training_parser, command)
+    assert parsed.rope_fraction == -0.1
+    assert fairseq_flags.named(parser, row.flags) == [("--rope-fraction", "rope_fraction")]
+
+
+@pytest.mark.parametrize("spec, encoding, given", [
+    ("r=rope:--rope-fraction -0.1", "rope", {"rope_fraction": -0.1}),  # read as a flag before
+    ("r=rope:--rope-fraction 1.5", "rope", {"rope_fraction": 1.5}),  # blamed on --train-args
+    ("r=t5/rope:--t5-num-buckets 8 --rope-base=0.5", "rope", {"rope_base": 0.5}),
+])
+def test_a_row_s_bad_value_is_blamed_on_the_row_with_the_option_s_message(  # noqa: F811
+        raw, tmp_path, capsys, spec, encoding, given):
+    from fairseq_posenc.core.encodings import ENCODINGS
+    from fairseq_posenc.core.encodings.registry import option_values
+
+    with pytest.raises(ValueError) as own:  # the option's own check, called directly
+        option_values(ENCODINGS[encoding], given)
+    said = run_main(base_args(tmp_path / "cmp", raw, "--encodings", "sinusoidal", spec,
+                              "--train-args=--dropout 0.2"), capsys)
+    assert f'posenc-compare: --encodings r: "{spec[2:]}" is refused: {own.value}' in said
+    assert "--train-args" not in said
+    assert not (tmp_path / "cmp").exists()
 
 
 @pytest.mark.parametrize("extra, says", [
     (["--encodings", "t5", "x=rope:--dropout 0.3"], "--dropout is not an option of rope"),
     # the value, checked by the plugin in the row's fairseq-train command
-    (["--encodings", "t5", "x=t5:--t5-num-buckets 2"], "the fairseq-train command of x "
-                                                       "refuses it (t5 takes it): "),
+    (["--encodings", "t5", "x=t5:--t5-num-buckets 2"], "--encodings x: \"t5:--t5-num-buckets "
+                                                       "2\" is refused: --t5-num-buckets "),
+    (["--encodings", "t5", "x=t5:--t5-num-bucket 8"], "--encodings x: \"t5:--t5-num-bucket 8\""
+                                                      " is refused: unrecognized arguments: "
+                                                      "--t5-num-bucket 8"),
     (["--encodings", "t5/alibi", "x=t5/alibi:--t5-num-buckets 8", "--baseline", "x",
       "--train-args=--shaw-clip 4"], "the fairseq-train command of t5/alibi, x refuses it: "
                                      "--shaw-clip is a flag of --pos-encoding shaw, not of "

@@ -8,7 +8,11 @@ run wrote, its option reaches the model (the checkpoint's own saved arguments), 
 checkpoint holds its parameters. Fast: a directory that is missing, has no ``__init__.py``,
 fails to import (a syntax error, an error raised by its code) or registers none of the
 encodings asked for stops the command before anything is written, with the file and what to
-do; an option of the user's encoding is a flag that ``--train-args`` checks take.
+do; so does an encoding whose constructor refuses the model's real head count (which
+``check_encoding``'s 2 heads do not show) or whose ``check_options`` raises, each built
+before any work, with the row, the user's file and line (found here in the module's text)
+and a command whose traceback (run here) names them; an option of the user's encoding is a
+flag that ``--train-args`` checks take.
 
 The fast tests import the user directory in this process: the fixture ``isolated`` removes
 what the import left (its modules, the encodings it registered, fairseq's record of it).
@@ -241,6 +245,53 @@ def test_an_error_raised_by_the_users_code_names_its_line(  # noqa: F811  (raw)
     said = stops(raw, tmp_path, capsys, directory)
     assert (f"--user-dir {directory}: importing it failed at {directory / 'laplace.py'}, line "
             f"{line}: {error}") in said
+
+
+#: The user's encoding, taking 2 heads only: ``check_encoding``'s stacks have 2, the tiny
+#: architecture 4.
+TWO_HEADS = ENCODING.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n"
+    "        if num_heads != 2:\n"
+    "            raise ValueError(f\"{name} takes 2 heads, got {{num_heads}}\")\n")
+
+
+def test_a_constructor_that_refuses_the_model_s_heads_stops_before_any_work(  # noqa: F811
+        raw, tmp_path, capsys, isolated):
+    from fairseq_posenc.testing import check_encoding
+
+    name = "laplace_two_heads"
+    directory = user_dir(tmp_path, name, module=TWO_HEADS)
+    line = TWO_HEADS.splitlines().index("            raise ValueError(f\"{name} takes 2 "
+                                        "heads, got {{num_heads}}\")") + 1
+    said = stops(raw, tmp_path, capsys, directory, "sinusoidal", name)  # nothing written
+    assert (f"posenc-compare: --encodings {name}: building its model failed at "
+            f"{directory / 'laplace.py'}, line {line}: ValueError: {name} takes 2 heads, got "
+            "4. Fix it there; ") in said
+    check_encoding(name)  # what it passes: 2 heads
+    # the command it gives, run as given, shows the traceback through the user's line
+    show = said.split("Fix it there; ", 1)[1].split(" shows the whole traceback")[0]
+    shown = subprocess.run(show, shell=True, capture_output=True, text=True,
+                           env=subprocess_env(), timeout=120)
+    assert shown.returncode == 1 and f"{name} takes 2 heads, got 4" in shown.stderr
+    assert f'File "{directory / "laplace.py"}", line {line}, in __init__' in shown.stderr
+
+
+def test_an_error_in_check_options_names_the_row_and_the_users_line(  # noqa: F811
+        raw, tmp_path, capsys, isolated):
+    name = "laplace_checks"
+    check = ("    @classmethod\n    def check_options(cls, values):\n"
+             "        if values[\"{name}_widht\"] <= 0:\n"
+             "            raise ValueError(\"--{name}-width must be positive\")\n\n")
+    module = ENCODING.replace("    @classmethod\n    def shares_layers", check
+                              + "    @classmethod\n    def shares_layers")
+    directory = user_dir(tmp_path, name, module=module)
+    line = module.splitlines().index('        if values["{name}_widht"] <= 0:') + 1
+    said = stops(raw, tmp_path, capsys, directory, "sinusoidal",
+                 f"wide={name}:--{name.replace('_', '-')}-width 8")
+    assert (f"posenc-compare: --encodings wide: building its model failed at "
+            f"{directory / 'laplace.py'}, line {line}: KeyError: '{name}_widht'. Fix it "
+            "there; ") in said and "Traceback" not in said
 
 
 def test_an_encoding_the_directory_does_not_register_is_refused(raw, tmp_path, capsys,  # noqa: F811

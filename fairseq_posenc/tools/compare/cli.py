@@ -6,8 +6,9 @@ inspected, with a report that says which differences are real.
 
 Everything that can be checked is checked before any training (a ``--user-dir`` of the
 user's own encodings, imported here first: :mod:`fairseq_posenc.tools.experiment.user_dir`;
-the data's files and line counts and encoding, the encodings and architectures, every run's
-``fairseq-train`` command with ``--train-args`` (:mod:`.fairseq_flags`), the baseline, a GPU
+the data's files and line counts and encoding, the encodings and architectures, every row's
+``fairseq-train`` command with ``--train-args`` and the row's flags, and its model, built
+(:mod:`.fairseq_flags`), the baseline, a GPU
 unless ``--cpu``, tables of absolute positions long enough for the training data, a
 ``--train-max-len`` that leaves enough training pairs, the ``--variants`` and the flags they
 add, a rerun's settings against ``OUT/settings.json``). ``docs/compare.md`` explains the report.
@@ -352,7 +353,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     data.check(settings)
     check_models(settings, encodings)
     try:
-        rows_mod.check(encodings, settings.train_args)
+        rows_mod.check(encodings)
     except ValueError as e:
         raise SystemExit(f"posenc-compare: {e}") from None
     fairseq_flags.check_train_args(settings, encodings, batch)

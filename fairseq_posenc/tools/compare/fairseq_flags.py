@@ -3,14 +3,20 @@ checked with fairseq's own parsers before any work: a flag that would fail insid
 ``fairseq-train`` or ``fairseq-generate``, or silently change what the comparison trains,
 saves, translates or scores, stops the command before anything is prepared or written.
 
-``--train-args`` (:func:`check_train_args`): every run's whole ``fairseq-train`` command
+``--train-args`` (:func:`check_train_args`): every row's whole ``fairseq-train`` command
 (:func:`.plan.train_args`: the comparison's own flags, the recipe, ``--train-args``, the
-batch's split) is parsed by fairseq's training parser for each encoding's architecture, and
-the plugin's own check of the encoding's flags (:func:`~fairseq_posenc.plugin.models.
-configure_positions`) runs on the result, as ``fairseq-train`` does when it builds the
-model: an unknown flag, a bad value, or a flag of another encoding (``--shaw-clip`` when
+batch's split, the row's own flags) is parsed by fairseq's training parser for the row's
+architecture, and the row's model is built from the result as ``fairseq-train`` builds it
+(:func:`~fairseq_posenc.plugin.build.trial_build`: the plugin's check of the position
+flags, every encoding's ``check_options`` and constructor with the model's real sizes):
+an unknown flag, a bad value, or a flag of another encoding (``--shaw-clip`` when
 comparing ``t5`` and ``rope``) is refused with fairseq's or the plugin's message and the
-encodings that refuse it. Refused too, although fairseq would take them:
+rows that refuse it. A row's own flags are read with the same parser
+(:func:`.rows.check_flags`), and a value that only they make wrong is blamed on the row,
+by its label. An error raised in the user's own code (an encoding of ``--user-dir``)
+names the row, the user's file and line and a command that shows the traceback
+(:func:`~fairseq_posenc.tools.experiment.user_dir.failure`). Refused too, although
+fairseq would take them:
 
 * the flags posenc-compare gives every run itself (:data:`DECIDED`, and whatever else
   :func:`.plan.train_args` sets in this comparison, e.g. ``--save-interval-updates`` under
@@ -47,13 +53,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import dataclasses
 import io
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..launch.batch import Split
+from .rows import Row, check_flags, of
 from .settings import Settings
 
 #: fairseq-train settings that a comparison decides for every run: how.
@@ -167,36 +173,45 @@ def named(parser: argparse.ArgumentParser, flags: Sequence[str]) -> list[tuple[s
 
 
 def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: Split) -> None:
-    """Stop (:class:`SystemExit`, naming the flag, the encodings and what to do) on
-    ``--train-args`` that fairseq or the plugin would refuse for some encoding's run, or
-    that override what the comparison decides or relies on (see the module docstring)."""
+    """Stop (:class:`SystemExit`, naming the flag, the rows and what to do) on
+    ``--train-args`` that fairseq or the plugin would refuse for some row's run, or that
+    override what the comparison decides or relies on (see the module docstring); on a
+    row's flags that fairseq's parser reads as no options of its encodings, as one given
+    twice or as one of ``--train-args`` too (:func:`.rows.check_flags`), or whose values
+    fairseq or the plugin refuse (blamed on the row, by its label); and on a row whose
+    model does not build (:func:`_refusal`)."""
     from fairseq import options
 
-    from ...plugin.position_args import configure_positions
     from .data import Corpus
     from .plan import Run, train_args
-    from .rows import Row, of
 
     given = f"posenc-compare: --train-args \"{' '.join(settings.train_args)}\""
     corpus = Corpus(Path("/nonexistent"), settings.source_lang, settings.target_lang, {}, (),
                     {})  # a stand-in for the prepared corpus: parsing reads no data
     own = dataclasses.replace(settings, recipe=(), train_args=())  # the comparison's flags
 
-    def command(s: Settings, encoding: str) -> list[str]:
-        return train_args(s, corpus, Run(encoding, 1), Path("/nonexistent/OUT"), batch_split)
+    def command(s: Settings, row: Row) -> list[str]:
+        return train_args(s, corpus, Run(row, 1), Path("/nonexistent/OUT"), batch_split)
 
-    failures: dict[str, str] = {}  # encoding: fairseq's or the plugin's message
+    failures: dict[str, str] = {}  # row: fairseq's or the plugin's message
     parser: Optional[argparse.ArgumentParser] = None
-    for encoding in encodings:
-        try:
-            parser, args = parse(options.get_training_parser, command(settings, encoding))
-            configure_positions(copy.copy(args))  # what fairseq-train's build_model checks
-        except ValueError as e:
-            parser = getattr(e, "parser", parser)
-            failures[encoding] = str(e)
+    for row in map(of, encodings):
+        bare = Row(row.label, row.encoder, row.decoder)  # the row without its flags
+        if row.flags:  # read as fairseq-train reads them, with the row's own parser
+            reader, _ = parse(options.get_training_parser, command(own, bare))
+            try:
+                check_flags(row, named(reader, row.flags), named(reader, settings.train_args))
+            except ValueError as e:
+                raise SystemExit(f"posenc-compare: {e}") from None
+        parser, refusal = _refusal(command(settings, row), settings, row)
+        if refusal and row.flags and _refusal(command(settings, bare), settings, row)[1] is None:
+            raise SystemExit(f"posenc-compare: --encodings {row.label}: \"{row.written()}\" "
+                             f"is refused: {refusal}")
+        if refusal:
+            failures[row] = refusal
     if parser is not None and settings.train_args:
         # what every row's command sets (a row's own flags aside: --train-args may not repeat
-        # them, :func:`.rows.check`)
+        # them, :func:`.rows.check_flags`)
         plain = Row(of(encodings[0]).encoder)
         tool_sets = {dest for _, dest in named(parser, command(own, plain))}
         lines = []
@@ -221,6 +236,53 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
                               "flags that every compared encoding takes, and compare the "
                               "others with theirs in a comparison of their own" if took
                               else ""))
+
+
+def _refusal(argv: Sequence[str], settings: Settings,
+             row: Row) -> tuple[argparse.ArgumentParser, Optional[str]]:
+    """fairseq's parser of ``fairseq-train ARGV`` (the command of ``row``), and what
+    fairseq or the plugin refuses in it (None: nothing): argparse's message, or the
+    plugin's, as ``fairseq-train`` stops on it when it builds the model. The model is built
+    (:func:`~fairseq_posenc.plugin.build.trial_build`), so that every encoding's checks and
+    constructor run with the model's real sizes before any work. An error raised in the
+    user's own code (an encoding of ``--user-dir``) is no refusal but a
+    :class:`SystemExit` that names the row, the user's file and line, the error, and a
+    command that shows its whole traceback
+    (:func:`~fairseq_posenc.tools.experiment.user_dir.failure`)."""
+    from fairseq import options
+
+    from ...plugin.build import trial_build
+    from ..experiment.user_dir import failure, users_line
+
+    try:
+        parser, args = parse(options.get_training_parser, argv)
+    except ValueError as e:
+        return e.parser, str(e)  # type: ignore[attr-defined]
+    try:
+        trial_build(args)
+    except Exception as error:  # the package's refusal, or the user's code failing
+        directory = Path(settings.user_dir) if settings.user_dir else None
+        if users_line(error, directory) is not None:
+            raise SystemExit(f"posenc-compare: --encodings {row.label}: " + failure(
+                "building its model", error, _traceback_command(settings, row), directory)
+            ) from None
+        if not isinstance(error, ValueError):
+            raise  # the package's own failure: its traceback
+        return parser, str(error)
+    return parser, None
+
+
+def _traceback_command(settings: Settings, row: Row) -> str:
+    """``posenc-params`` for the row's model with the comparison's flags: it builds the
+    model on the CPU, as the row's runs would, and shows the traceback of what fails."""
+    import shlex
+    import sys
+
+    from .plan import arch, model_flags
+
+    user_dir = ["--user-dir", settings.user_dir] if settings.user_dir else []
+    return shlex.join([sys.executable, "-m", "fairseq_posenc.tools.params", "--arch",
+                       arch(settings, row), *user_dir, *model_flags(settings, row)])
 
 
 def variant_flags(flags: Sequence[str], task: str) -> argparse.Namespace:

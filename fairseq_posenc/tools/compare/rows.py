@@ -10,8 +10,13 @@ A row is
   directory is ``ENCODER-DECODER``, as no encoding name holds a ``-``);
 * ``LABEL=ENC[:FLAGS]``: a labelled row, ``ENC`` an encoding or a pair, trained with
   ``FLAGS`` added, the syntax of ``--variants``. ``FLAGS`` are options of the row's
-  encodings only (the plugin's declarations: ``--rope-fraction`` for ``rope``); every
-  other training flag is the same for all rows and goes in ``--train-args``.
+  encodings only (the plugin's declarations: ``--rope-fraction`` for ``rope``), each
+  given once; every other training flag is the same for all rows and goes in
+  ``--train-args``. They are read as ``fairseq-train`` reads them, by its parser
+  (:func:`check_flags`: ``--rope-fraction -0.1`` is the flag and its value), and their
+  values are checked in the row's whole command, its model built
+  (:func:`.fairseq_flags.check_train_args`): a value refused there is the row's, named by
+  its label.
 
 A :class:`Row` is its label, a ``str``: every record, directory name part, ``--baseline``
 and ``--variants`` refers to a row by it, and the runs carry the whole row (a worker or a
@@ -71,6 +76,12 @@ class Row(str):
         stacks = (["--encoder-pos-encoding", self.encoder, "--decoder-pos-encoding",
                    self.decoder] if self.pair else [])
         return [*stacks, *self.flags]
+
+    def written(self) -> str:
+        """``ENC:FLAGS`` (``ENC`` an encoding or ``ENCODER/DECODER``), as ``--encodings``
+        gives the row after its label."""
+        what = f"{self.encoder}/{self.decoder}" if self.pair else self.encoder
+        return what + (f":{' '.join(self.flags)}" if self.flags else "")
 
     def describe(self) -> str:
         """``t5 (encoder) / fox (decoder)``, ``rope --rope-fraction 0.75``: the report's."""
@@ -146,41 +157,51 @@ def describe_all(rows: Sequence[Row]) -> str:
     return "; ".join(f"{row.label}: {row.describe()}" for row in rows)
 
 
-def check(rows: Sequence[Row], train_args: Sequence[str]) -> None:
-    """ValueError where a label is an encoding's name but the row trains something else,
-    where a row's flags are not options of its encodings (the plugin's declarations), or
-    repeat a flag of ``--train-args`` (which would win depends on the order: give it in
-    one place). The values are fairseq's and the plugin's to check
-    (:func:`.fairseq_flags.check_train_args`, which parses every row's command)."""
+def check(rows: Sequence[Row]) -> None:
+    """ValueError where a label is an encoding's name but the row trains something else.
+    A row's flags are read with fairseq's parser, and checked by :func:`check_flags`, in
+    :func:`.fairseq_flags.check_train_args`, which parses and builds every row's model."""
     from ...core.encodings import ENCODINGS
-    from ...core.encodings.registry import option_owners
 
-    owners = option_owners()
-    given = {f.split("=", 1)[0] for f in train_args if f.startswith("--")}
     for row in rows:
         if row.label in ENCODINGS and row.to_json() != Row(row.label).to_json():
             raise ValueError(f"--encodings {row.label}={row.describe()}: {row.label} is an "
                              "encoding's name, the row that trains it alone: give this row "
                              "a label of its own")
-        unknown = [e for e in row.encodings if e not in ENCODINGS]
-        if unknown or not row.flags:
-            continue  # an unknown encoding: check_models names it
-        own = {o.flag: o for e in row.encodings for o in ENCODINGS[e].options}
-        for flag in (f for f in row.flags if f.startswith("-")):
-            name = flag.split("=", 1)[0]
-            where = f"--encodings {row.label}: {name}"
-            if name in given:
-                raise ValueError(f"{where} is in --train-args too: give it in one place "
-                                 "(--train-args: every row)")
-            if name in own:
-                continue
-            options = ", ".join(sorted(own)) or "none"
-            of_others = [o for n, o in owners.items() if "--" + n.replace("_", "-") == name]
-            belongs = (f" (an option of {', '.join(of_others[0])})" if of_others else "")
-            raise ValueError(
-                f"{where}{belongs} is not an option of {' or '.join(row.encodings)}: a row's "
-                f"flags are its encodings' options ({options}); flags for every row go in "
-                "--train-args")
+
+
+def check_flags(row: Row, flags: Sequence[tuple[str, str]],
+                train_args: Sequence[tuple[str, str]]) -> None:
+    """ValueError where the row's ``flags`` are not options of its encodings (the plugin's
+    declarations), give one twice, or give one that ``train_args`` gives too (which would
+    win depends on the order: give it in one place). ``flags`` and ``train_args`` are
+    ``(option, dest)`` as fairseq-train's parser reads the row's flags and ``--train-args``
+    (:func:`.fairseq_flags.named`: ``--rope-fraction -0.1`` is one option and its value).
+    The values are fairseq's and the plugin's to check, in the row's whole command."""
+    from ...core.encodings import ENCODINGS
+    from ...core.encodings.registry import option_owners
+
+    own = {o.name: o.flag for e in row.encodings for o in ENCODINGS[e].options}
+    given = {dest for _, dest in train_args}
+    seen: set[str] = set()
+    for option, dest in flags:
+        where = f"--encodings {row.label}: {option}"
+        if dest in given:
+            raise ValueError(f"{where} is in --train-args too: give it in one place "
+                             "(--train-args: every row)")
+        if dest in seen:
+            raise ValueError(f"{where} is given twice in the row: give it once "
+                             "(fairseq-train reads only the last, and the row's record would "
+                             "keep both)")
+        seen.add(dest)
+        if dest in own:
+            continue
+        of_others = option_owners().get(dest)
+        belongs = f" (an option of {', '.join(of_others)})" if of_others else ""
+        raise ValueError(
+            f"{where}{belongs} is not an option of {' or '.join(row.encodings)}: a row's "
+            f"flags are its encodings' options ({', '.join(sorted(own.values())) or 'none'}); "
+            "flags for every row go in --train-args")
 
 
 def changed(recorded: dict[str, Any], rows: Sequence[Row]) -> list[str]:

@@ -14,6 +14,13 @@ imported and does not import it again. What fairseq would stop on with a traceba
 at all until a later step, is a ``ValueError`` here that says what is wrong and what to do:
 a missing directory, one without ``__init__.py``, a name that another module has, and an
 import that fails (its file and line, and the command that shows the whole traceback).
+
+An error that the user's code raises later, in a method the package calls (an encoding's
+``check_options`` or constructor, while a tool builds a model), is told the same way
+(:func:`failure`): the line of the user's code where it was raised, or where their code
+called what raised it (:func:`users_line`), the error, and a command that shows the whole
+traceback. An error raised without any frame of the user's code is the package's own
+refusal (a ``ValueError`` whose message says what to do), not the user's code failing.
 """
 
 from __future__ import annotations
@@ -21,14 +28,22 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import site
 import sys
 import sysconfig
 import traceback
 from argparse import Namespace
 from pathlib import Path
+from typing import Optional
 
 #: The package's own directory: its frames are no user's code.
 _PACKAGE_DIR = Path(__file__).resolve().parents[2]
+
+#: Where code that is no user's lies: the Python library, installed packages (the
+#: environment's and the system's it may see), this package.
+_LIBRARY = tuple(Path(p).resolve() for p in {
+    *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")),
+    *site.getsitepackages(), str(_PACKAGE_DIR)})
 
 #: Where to read how a user directory is laid out.
 HOW = 'docs/compare.md, "Your own encoding"'
@@ -82,28 +97,46 @@ def import_failure(path: Path, error: BaseException) -> str:
     show = (f"{shlex.quote(sys.executable)} -c "
             + shlex.quote(f"import sys; sys.path.insert(0, {json.dumps(str(path.parent))}); "
                           f"import {path.name}"))
-    return (f"--user-dir {path}: importing it failed at {_where(path, error)}: "
-            f"{type(error).__name__}: {error}. Fix it there; {show} shows the whole "
-            "traceback")
+    return f"--user-dir {path}: " + failure("importing it", error, show, path)
 
 
-def _where(path: Path, error: BaseException) -> str:
-    if isinstance(error, SyntaxError) and error.filename:
+def failure(what: str, error: BaseException, show: str,
+            directory: Optional[Path] = None) -> str:
+    """``WHAT failed at FILE, line N: TYPE: MESSAGE. Fix it there; SHOW shows the whole
+    traceback``: the line :func:`users_line` finds (else the deepest frame, else
+    ``directory``'s ``__init__.py``), ``show`` a command that reproduces the error."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = users_line(error, directory) or (
+        f"{frames[-1].filename}, line {frames[-1].lineno}" if frames
+        else str(Path(directory or ".") / "__init__.py"))
+    return (f"{what} failed at {where}: {type(error).__name__}: {error}. Fix it there; "
+            f"{show} shows the whole traceback")
+
+
+def users_line(error: BaseException, directory: Optional[Path] = None) -> Optional[str]:
+    """``FILE, line N`` of the user's code in ``error``: a syntax error's own line, else the
+    deepest frame of code outside the Python library, the installed packages and this
+    package (where their code raised, or called what raised), else the deepest frame
+    inside ``directory`` (a user directory that lies among installed packages); None where
+    the error went through no code of the user's."""
+    directory = Path(directory).resolve() if directory is not None else None
+
+    def inside(filename: str) -> bool:
+        return directory is not None and Path(filename).resolve().is_relative_to(directory)
+
+    if isinstance(error, SyntaxError) and error.filename and (
+            _users(error.filename) or inside(error.filename)):
         return f"{error.filename}, line {error.lineno}"
     frames = traceback.extract_tb(error.__traceback__)
-    library = [Path(p) for p in {sysconfig.get_paths()[k] for k in ("stdlib", "purelib",
-                                                                     "platlib")}]
-    library.append(_PACKAGE_DIR)
+    frame = (next((f for f in reversed(frames) if _users(f.filename)), None)
+             or next((f for f in reversed(frames) if inside(f.filename)), None))
+    return f"{frame.filename}, line {frame.lineno}" if frame else None
 
-    def users(filename: str) -> bool:
-        if filename.startswith("<"):  # importlib's frozen frames
-            return False
-        file = Path(filename).resolve()
-        return not any(file.is_relative_to(d.resolve()) for d in library)
 
-    # the deepest frame of the user's code: where their code raised, or called what raised
-    frame = next((f for f in reversed(frames) if users(f.filename)), None)
-    frame = frame or next((f for f in reversed(frames)
-                           if Path(f.filename).resolve().is_relative_to(path.resolve())),
-                          frames[-1] if frames else None)
-    return f"{frame.filename}, line {frame.lineno}" if frame else str(path / "__init__.py")
+def _users(filename: str) -> bool:
+    """Whether ``filename`` is code of the user's: not importlib's frozen frames, the
+    Python library, an installed package or this package."""
+    if filename.startswith("<"):
+        return False
+    file = Path(filename).resolve()
+    return not any(file.is_relative_to(d) for d in _LIBRARY)
