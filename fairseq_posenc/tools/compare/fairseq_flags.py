@@ -226,6 +226,11 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
                              "comparison")
         if lines:
             raise SystemExit(f"{given}: remove these flags:\n  " + "\n  ".join(lines))
+    if failures and not settings.train_args:  # the comparison's own command: no user flag
+        row, refusal = next(iter(failures.items()))
+        raise SystemExit(f"posenc-compare: --encodings {row}: its fairseq-train command is "
+                         f"refused: {refusal.rstrip('.')}. Compare it with flags of its own: "
+                         f"\"LABEL={row}:FLAGS\", or --train-args for every row")
     if failures:
         first = next(iter(failures.values())).rstrip(".")
         took = [e for e in encodings if e not in failures]
