@@ -15,8 +15,10 @@ source the model cannot represent), which get an empty line.
     posenc-score --ref test.de --hyp hyp.de
 
 ``--detokenize`` turns the (``--remove-bpe``) hypotheses back into raw text as the data
-directory's ``bpe.json`` says (:func:`fairseq_posenc.tools.textprep.text.detokenize`); that is
-the file ``posenc-score`` reads. ``--ref`` counts the test sentences in the reference file
+directory's ``bpe.json`` says (:func:`fairseq_posenc.tools.textprep.text.detokenize`): exactly
+for the preparation's joiner-marked tokens, by the Moses detokenizer (lossy) for the plain
+Moses tokens of data in an existing model's vocabulary; that is the file ``posenc-score``
+reads. ``--ref`` counts the test sentences in the reference file
 instead of ``--expected``. ``python -m fairseq_posenc.tools.hypotheses`` is the same command.
 The module itself imports only the standard library when it loads (``--detokenize`` imports the
 preparation's text module when it runs), so that it adds no start-up time of its own.
@@ -90,7 +92,9 @@ def parser() -> argparse.ArgumentParser:
                             "line count is the number of sentences expected")
     p.add_argument("--detokenize", type=Path, metavar="BPE_DIR",
                    help="detokenize as BPE_DIR/bpe.json says (the bpe/ directory of "
-                        "posenc-prepare-corpus or posenc-prepare-wmt output)")
+                        "posenc-prepare-corpus or posenc-prepare-wmt output): joiner-marked "
+                        "tokens exactly; plain Moses tokens (data in an existing model's "
+                        "vocabulary) by the Moses detokenizer, which is lossy")
     p.add_argument("--lang", help="with --detokenize: the hypotheses' language (default: "
                                   "the last of bpe.json's langs)")
     return p

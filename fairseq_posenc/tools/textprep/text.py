@@ -8,6 +8,9 @@ Decisions:
   escaping (``-x``), as fairseq's prepare-wmt14en2de.sh; each token that was attached to the
   previous one in the raw text is marked with :data:`JOINER`, so that the output joins back
   to exactly the raw text it is scored against.
+* Data in an existing model's vocabulary (:mod:`.vocabulary`) is tokenized as that model's
+  data was: plain Moses (:class:`Moses` without joiners, escaping and ``-a`` as flags), which
+  the Moses detokenizer undoes with losses (spacing around some punctuation).
 * No punctuation normalization: it rewrites typographic quotes, dashes and ellipses, which
   the references keep. SentencePiece runs without Unicode normalization for the same reason.
 * Cleaning works on the tokens before BPE, so that BPE is learned on the data that is kept.
@@ -43,6 +46,38 @@ JOINER = "\uffed"
 TOKENIZER = "sacremoses(-a, no escaping)+joiner"
 
 
+@dataclasses.dataclass(frozen=True)
+class Moses:
+    """How sacremoses tokenizes. ``joiners``: the preparation's own tokens, each attached one
+    marked with :data:`JOINER` (``-a``, no escaping: exactly invertible). Without them: plain
+    Moses, as an existing model's data was made (fairseq's WMT recipes run ``tokenizer.perl
+    -a`` with its default escaping); ``escape`` XML-escapes ``& | < > ' " [ ]``,
+    ``aggressive_dash_splits`` (``-a``) writes a hyphen inside a word as `` @-@ ``."""
+
+    joiners: bool = True
+    escape: bool = False
+    aggressive_dash_splits: bool = True
+
+    def __post_init__(self) -> None:
+        if self.joiners and (self.escape or not self.aggressive_dash_splits):
+            raise ValueError("joiner marks are made with -a and without escaping")
+
+    @property
+    def name(self) -> str:
+        """bpe.json's ``tokenizer``, by which :func:`detokenize` undoes it."""
+        if self.joiners:
+            return TOKENIZER
+        return (f"sacremoses({'-a' if self.aggressive_dash_splits else 'no -a'}, "
+                f"{'escaping' if self.escape else 'no escaping'})")
+
+
+#: The preparation's own tokenization.
+JOINED = Moses()
+#: Plain Moses tokenizations by their bpe.json names.
+PLAIN_MOSES = {m.name: m for m in (Moses(False, e, a) for e in (True, False)
+                                   for a in (True, False))}
+
+
 def mark_joints(raw: str, tokens: Sequence[str]) -> List[str]:
     """``tokens`` of ``raw`` (``MosesTokenizer.tokenize(escape=False)``), each prefixed with
     :data:`JOINER` when it directly follows the previous one in ``raw``. The hyphen that
@@ -76,22 +111,26 @@ def join_marked(tokens: Sequence[str]) -> str:
     return " ".join(words)
 
 
-def _init_worker(lang: str, tokenize: bool) -> None:
+def _init_worker(lang: str, tokenize: bool, moses: Moses = JOINED) -> None:
     from sacremoses import MosesTokenizer
 
     _WORKER["tok"] = MosesTokenizer(lang=lang) if tokenize else None
+    _WORKER["moses"] = moses
 
 
 def _process_chunk(lines: List[str]) -> List[str]:
-    tok = _WORKER["tok"]
+    tok, moses = _WORKER["tok"], _WORKER["moses"]
     out = []
     for line in lines:
         text = " ".join(sanitize(line).split())
-        if tok is not None:
+        if tok is not None and moses.joiners:
             text = text.replace(JOINER, "\u25a0")  # a raw joiner would be read as a mark
             tokens = tok.tokenize(text, aggressive_dash_splits=True, return_str=False,
                                   escape=False)
             text = " ".join(mark_joints(text, tokens))
+        elif tok is not None:
+            text = tok.tokenize(text, aggressive_dash_splits=moses.aggressive_dash_splits,
+                                return_str=True, escape=moses.escape)
         out.append(text)
     return out
 
@@ -108,11 +147,12 @@ def _chunks(path: Path, size: int = CHUNK_LINES) -> Iterator[List[str]]:
             yield chunk
 
 
-def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True) -> List[str]:
+def moses_process_lines(lines: Sequence[str], lang: str, tokenize: bool = True,
+                        moses: Moses = JOINED) -> List[str]:
     """Clean up whitespace (and tokenize) lines in this process, as the pipeline does."""
-    key = (lang, tokenize)
+    key = (lang, tokenize, moses)
     if _WORKER.get("key") != key:
-        _init_worker(lang, tokenize)
+        _init_worker(lang, tokenize, moses)
         _WORKER["key"] = key
     return _process_chunk(list(lines))
 
@@ -156,23 +196,28 @@ def map_file(src: Path, out: Path, init: Callable[..., None], initargs: tuple,
     return n
 
 
-def _init_tokenizer(lang: str, tokenize: bool) -> None:
-    _init_worker(lang, tokenize)
-    _WORKER["key"] = (lang, tokenize)
+def _init_tokenizer(lang: str, tokenize: bool, moses: Moses = JOINED) -> None:
+    _init_worker(lang, tokenize, moses)
+    _WORKER["key"] = (lang, tokenize, moses)
 
 
-def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int) -> int:
-    """Whitespace clean-up (+ sacremoses tokenization with joiners) of a file, with
-    ``workers`` processes."""
-    return map_file(src, out, _init_tokenizer, (lang, tokenize), _process_chunk, workers,
-                    "tokenize")
+def moses_process_file(src: Path, out: Path, lang: str, tokenize: bool, workers: int,
+                       moses: Moses = JOINED) -> int:
+    """Whitespace clean-up (+ sacremoses tokenization as ``moses`` says: with joiners by
+    default) of a file, with ``workers`` processes."""
+    return map_file(src, out, _init_tokenizer, (lang, tokenize, moses), _process_chunk,
+                    workers, "tokenize")
 
 
-def _init_bpe(codes: Path, vocab: Path, threshold: int) -> None:
+def _init_bpe(codes: Path, vocab: Optional[Path], threshold: Optional[int]) -> None:
     from subword_nmt.apply_bpe import BPE, read_vocabulary
 
-    with open(codes, encoding="utf-8") as c, open(vocab, encoding="utf-8") as v:
-        _WORKER["bpe"] = BPE(c, vocab=read_vocabulary(v, threshold))
+    vocabulary = None
+    if vocab is not None:
+        with open(vocab, encoding="utf-8") as v:
+            vocabulary = read_vocabulary(v, threshold)
+    with open(codes, encoding="utf-8") as c:
+        _WORKER["bpe"] = BPE(c, vocab=vocabulary)
 
 
 def _bpe_chunk(lines: List[str]) -> List[str]:
@@ -273,10 +318,12 @@ def learn_subword_nmt(
 
 
 def apply_subword_nmt(
-    src: Path, out: Path, codes: Path, vocab: Path, threshold: int, workers: int
+    src: Path, out: Path, codes: Path, vocab: Optional[Path], threshold: Optional[int],
+    workers: int
 ) -> None:
     """subword-nmt apply-bpe -c codes --vocabulary vocab --vocabulary-threshold T (its
-    ``BPE.process_line``, over chunks in ``workers`` processes, with a progress bar)."""
+    ``BPE.process_line``, over chunks in ``workers`` processes, with a progress bar);
+    ``vocab`` None: no vocabulary filter."""
     map_file(src, out, _init_bpe, (codes, vocab, threshold), _bpe_chunk, workers,
              "subword-nmt apply-bpe")
 
@@ -327,16 +374,26 @@ def apply_sentencepiece(src: Path, out: Path, model: Path, workers: int) -> None
 
 
 def binarize(src_lang: str, tgt_lang: str, train: str, valid: str, tests: Sequence[str],
-             dest: Path, workers: int, logfile: Path) -> None:
+             dest: Path, workers: int, logfile: Path,
+             dictionaries: Optional[Tuple[Path, Path]] = None) -> None:
     """``fairseq-preprocess --joined-dictionary`` of BPE-encoded ``PREFIX.LANG`` files into
     ``dest`` (written whole or not at all); the test prefixes become fairseq's ``test``,
-    ``test1``, ... A subprocess (fairseq's main configures logging and may exit), its
-    output in ``logfile``, whose end a failure quotes."""
+    ``test1``, ... ``dictionaries``: an existing model's (source, target) dictionaries
+    instead of one built from the training split: ``--srcdict --tgtdict``, or, when both
+    are the same file, ``--joined-dictionary --srcdict`` (fairseq-preprocess's joined
+    dictionary given as ``--srcdict``). A subprocess (fairseq's main configures logging
+    and may exit), its output in ``logfile``, whose end a failure quotes."""
+    if dictionaries is None:
+        dicts = ["--joined-dictionary"]
+    elif dictionaries[0] == dictionaries[1]:
+        dicts = ["--joined-dictionary", "--srcdict", str(dictionaries[0])]
+    else:
+        dicts = ["--srcdict", str(dictionaries[0]), "--tgtdict", str(dictionaries[1])]
     cmd = [
         sys.executable, "-m", "fairseq_cli.preprocess",
         "--source-lang", src_lang, "--target-lang", tgt_lang,
         "--trainpref", train, "--validpref", valid, "--testpref", ",".join(tests),
-        "--joined-dictionary", "--workers", str(workers),
+        *dicts, "--workers", str(workers),
     ]  # fmt: skip
     with atomic_output(dest) as tmp:
         with open(logfile, "w") as lf:
@@ -349,26 +406,32 @@ def binarize(src_lang: str, tgt_lang: str, train: str, valid: str, tests: Sequen
                 f"{tail}")
 
 
-def subword_settings(bpe: dict, langs: Sequence[str]) -> dict:
+def subword_settings(bpe: dict, langs: Sequence[str], moses: Moses = JOINED) -> dict:
     """``bpe/bpe.json``: the subword settings (``bpe``, with ``merges`` and
-    ``vocabulary_threshold``, or SentencePiece's) and how the text was tokenized, which
-    :func:`encode` and :func:`detokenize` read back."""
+    ``vocabulary_threshold``, or SentencePiece's) and how the text was tokenized
+    (``moses``, for subword-nmt), which :func:`encode` and :func:`detokenize` read back."""
     tokenize = bpe["bpe"] == "subword-nmt"  # SentencePiece works on the raw text
+    call = (f"MosesTokenizer(lang).tokenize(aggressive_dash_splits="
+            f"{moses.aggressive_dash_splits}, escape={moses.escape})")
     return {
         **bpe,
         "langs": list(langs),
         "moses_tokenize": tokenize,
-        "tokenizer": TOKENIZER if tokenize else None,
+        "tokenizer": moses.name if tokenize else None,
         "sacremoses": {
             "normalizer": None,
-            "tokenizer": (
-                "MosesTokenizer(lang).tokenize(aggressive_dash_splits=True, escape=False), "
-                f"attached tokens marked with {JOINER}"
-                if tokenize
-                else None
-            ),
+            "tokenizer": ((f"{call}, attached tokens marked with {JOINER}" if moses.joiners
+                           else call) if tokenize else None),
         },
     }
+
+
+def moses_of(settings: dict) -> Optional[Moses]:
+    """The Moses tokenization of bpe.json's ``settings`` (None: no Moses step); data
+    prepared before the tokenizer was recorded was tokenized with joiners."""
+    if not settings["moses_tokenize"]:
+        return None
+    return PLAIN_MOSES.get(settings.get("tokenizer"), JOINED)
 
 
 def load_subword_settings(bpe_dir: str | os.PathLike) -> dict:
@@ -386,30 +449,40 @@ def detokenize(lines: Iterable[str], lang: str, bpe: str = "subword-nmt",
     ``bpe`` is the manifest's ``bpe`` ("subword-nmt": the tokens are joined as their
     joiners say, the exact inverse of the preparation's tokenizer; "sentencepiece": the
     text is already detokenized by fairseq's sentencepiece post-processing and only
-    stripped). ``tokenizer``: the manifest's; None for datasets prepared before joiners,
-    which sacremoses detokenizes (lossy: „ “ and times do not come back)."""
+    stripped). ``tokenizer``: the manifest's; plain Moses (:data:`PLAIN_MOSES`: data in an
+    existing model's vocabulary) and None (datasets prepared before joiners) are undone by
+    sacremoses' detokenizer, unescaping what was escaped: lossy (spacing around some
+    punctuation, „ “ and times do not always come back)."""
     if bpe in ("sentencepiece", "spm"):
         return [line.strip() for line in lines]
     if bpe not in ("subword-nmt", "subword_nmt"):
         raise ValueError(f"unknown bpe {bpe!r}: expected 'subword-nmt' or 'sentencepiece'")
     if tokenizer == TOKENIZER:
         return [join_marked(line.split()) for line in lines]
+    if tokenizer is not None and tokenizer not in PLAIN_MOSES:
+        raise ValueError(f"unknown tokenizer {tokenizer!r}: expected one of "
+                         f"{[TOKENIZER, *PLAIN_MOSES]}")
+    unescape = tokenizer is not None and PLAIN_MOSES[tokenizer].escape
     if lang not in _DETOK:
         from sacremoses import MosesDetokenizer
 
         _DETOK[lang] = MosesDetokenizer(lang=lang)
     detok = _DETOK[lang]
-    return [detok.detokenize(line.split(), unescape=False) for line in lines]
+    return [detok.detokenize(line.split(), unescape=unescape) for line in lines]
 
 
 def encode(lines: Iterable[str], lang: str, bpe_dir: str | os.PathLike) -> List[str]:
     """Encode raw text as the preparation encoded the data in ``bpe_dir``'s dataset."""
     bpe_dir = Path(bpe_dir)
     settings = load_subword_settings(bpe_dir)
-    text = moses_process_lines([sanitize(x) for x in lines], lang, settings["moses_tokenize"])
+    moses = moses_of(settings)
+    text = moses_process_lines([sanitize(x) for x in lines], lang, moses is not None,
+                               moses or JOINED)
     # the pipeline's own per-chunk functions, run here on one chunk
     if settings["bpe"] == "subword-nmt":
-        _init_bpe(bpe_dir / "codes", bpe_dir / f"vocab.{lang}", settings["vocabulary_threshold"])
+        threshold = settings["vocabulary_threshold"]  # None: applied without a vocabulary
+        _init_bpe(bpe_dir / "codes", None if threshold is None else bpe_dir / f"vocab.{lang}",
+                  threshold)
         return _bpe_chunk(text)
     _init_spm(bpe_dir / "spm.model", 1)
     return _spm_chunk(text)
