@@ -30,6 +30,7 @@ import copy
 import hashlib
 import pickle
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -169,6 +170,10 @@ def _load(path: Path) -> Any:
                               "was probably cut off by a copy or a save that did not finish: "
                               "copy it again") from None
     except (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError) as error:
+        if not zipfile.is_zipfile(path):
+            raise ConversionError(f"{path} is not a checkpoint: torch.save writes a zip "
+                                  "archive, and this file is none (another format, or "
+                                  "damaged)") from None
         refused = _WEIGHTS_ONLY.search(str(error))
         if refused:
             raise ConversionError(
