@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,11 @@ from .stacks import SIDES
 
 #: fairseq's learned table of positions holds ``padding_idx + 1`` rows before position 0.
 _ROWS_BEFORE_POSITIONS = 2
+#: The modules of a stack that hold positions: input positions, the encodings' own terms,
+#: segment attention and embedding. Only these may be new or dropped; any other tensor new
+#: or dropped means the checkpoint is no plain transformer of its arguments.
+_POSITIONAL = re.compile(
+    r"^(encoder|decoder)\.(embed_positions|pos_encodings|segment_attention|segment_embed)\.")
 
 
 @dataclass(frozen=True)
@@ -127,8 +133,29 @@ def transfer(source: Source, model: torch.nn.Module, args: argparse.Namespace, s
             new.append(Entry(name, shape, kind, _start(model, name, kind, seed)))
     dropped = [Entry(name, tuple(t.shape), "tensor", _why(source, args, name))
                for name, t in theirs.items() if name not in ours]
+    _check_only_positions_differ(source, new, dropped)
     model.load_state_dict(state, strict=True, model_cfg=args)
     return state, (copied, new, dropped)
+
+
+def _check_only_positions_differ(source: Source, new: list[Entry],
+                                 dropped: list[Entry]) -> None:
+    """A :class:`ConversionError` for a new parameter or a dropped tensor outside the
+    modules of positions: the checkpoint holds more than its arguments' transformer (a
+    mixture of experts, adapters), or less."""
+    from .convert_source import CONVERTS
+
+    extra = [e.name for e in dropped if not _POSITIONAL.match(e.name)]
+    if extra:
+        raise ConversionError(
+            f"{source.path} holds {extra[0]}, which a transformer of its arguments has no "
+            f"place for ({len(extra)} such tensors): it is no plain transformer (a mixture of "
+            f"experts, adapters, layers of other code); {CONVERTS}")
+    missing = [e.name for e in new if e.kind != "buffer" and not _POSITIONAL.match(e.name)]
+    if missing:
+        raise ConversionError(
+            f"{source.path} lacks {missing[0]}, which a transformer of its arguments has "
+            f"({len(missing)} such tensors): its arguments are not those of its weights")
 
 
 def check_lengths(source: Source, model: torch.nn.Module, args: argparse.Namespace) -> None:

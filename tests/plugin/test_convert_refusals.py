@@ -100,6 +100,23 @@ def test_arguments_that_disagree_with_the_weights_are_refused(tmp_path):
             "encoder.embed_positions.weight")
 
 
+def test_weights_beyond_or_short_of_a_transformer_are_refused(tmp_path):
+    """NLLB's mixture of experts holds its experts beside its layers: no tensor may be
+    dropped, or start afresh, but those of positions."""
+    write_stock(tmp_path / "stock.pt")
+    state = load(tmp_path / "stock.pt")
+    state["model"]["encoder.layers.1.moe_layer.experts.0.fc1.weight"] = torch.zeros(24, 16)
+    torch.save(state, tmp_path / "moe.pt")
+    refusal(tmp_path / "moe.pt", ["--pos-encoding", "rope"],
+            "holds encoder.layers.1.moe_layer.experts.0.fc1.weight, which a transformer of its "
+            "arguments has no place for \\(1 such tensors\\): it is no plain transformer")
+    state = load(tmp_path / "stock.pt")
+    del state["model"]["decoder.layers.1.fc1.weight"]
+    torch.save(state, tmp_path / "short.pt")
+    refusal(tmp_path / "short.pt", ["--pos-encoding", "rope"],
+            "lacks decoder.layers.1.fc1.weight, which a transformer of its arguments has")
+
+
 def test_a_learned_table_cannot_change_its_length(tmp_path):
     write_stock(tmp_path / "stock.pt", VARIANTS["learned-unscaled"][0])
     refusal(tmp_path / "stock.pt", ["--pos-encoding", "learned", "--max-source-positions", "48"],
