@@ -72,6 +72,9 @@ def _why(source: Source, args: argparse.Namespace, name: str) -> str:
     if stack not in STACKS:
         return "not in the converted model"
     theirs, ours = source.encodings[stack], stack_names(args)[stack]
+    if name.endswith((".embed_positions._float_tensor", ".embed_positions.weights")):
+        return ("a buffer of fairseq's sinusoidal table, which fairseq 0.12 drops on every "
+                "load (it computes the table)")
     if ".embed_positions." in name:
         if not get_encoding(ours).at_input:
             return (f"the {stack}'s input positions: {ours} turns them off "

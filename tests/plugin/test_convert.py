@@ -3,7 +3,9 @@ copies, adds and drops, what the converted checkpoint records, and the flags tha
 model again.
 
 Sources are stock fairseq transformers (and plugin models) saved by fairseq's own trainer as
-``fairseq-train`` saves them (tests/support/conversion.py), with random weights. References:
+``fairseq-train`` saves them (tests/support/conversion.py), with random weights, some made
+into what older fairseq wrote (arguments as ``args``, old tensor names, buffers fairseq 0.12
+no longer keeps), and one under an architecture fairseq does not register. References:
 the stock model's own outputs (a conversion to the encoding the checkpoint has computes
 exactly the same), the source file's tensors (copied bit for bit) and its SHA-256 computed
 here, the parameter names each encoding's paper gives its terms (T5's one bias table per
@@ -221,4 +223,44 @@ def test_a_checkpoint_of_fairseq_before_0_10_converts(tmp_path):
     assert written["args"] is None
     assert written["cfg"]["task"]["_name"] == "translation"
     assert written["cfg"]["model"].arch == "transformer_posenc"
+    assert_exactly(loaded(tmp_path / "out.pt"), outputs(stock))
+
+
+def test_the_buffers_of_older_fairseq_are_dropped_as_fairseq_drops_them(tmp_path):
+    """fairseq before 0.10 saved the sinusoidal table's ``_float_tensor`` (and older still
+    its ``weights``); fairseq 0.12's module drops both on load."""
+    stock = write_stock(tmp_path / "stock.pt")
+    state = load(tmp_path / "stock.pt")
+    for stack in ("encoder", "decoder"):
+        state["model"][f"{stack}.embed_positions._float_tensor"] = torch.FloatTensor(1)
+    torch.save(state, tmp_path / "old.pt")
+    conversion = convert(tmp_path / "old.pt", ["--pos-encoding", "sinusoidal"])
+    assert [e.name for e in conversion.report.dropped] == [
+        "encoder.embed_positions._float_tensor", "decoder.embed_positions._float_tensor"]
+    assert all("fairseq 0.12 drops on every load" in e.note for e in conversion.report.dropped)
+    save(conversion, tmp_path / "out.pt")
+    assert_exactly(loaded(tmp_path / "out.pt"), outputs(stock))
+
+
+def test_old_names_are_upgraded_as_fairseq_upgrades_them_on_load(tmp_path):
+    """Checkpoints of fairseq from before 2019 hold one ``in_proj_weight`` per attention
+    (queries, keys and values stacked) and numbered layer norms; fairseq renames them on
+    every load, and so does the conversion."""
+    stock = write_stock(tmp_path / "stock.pt")
+    state = load(tmp_path / "stock.pt")
+    weights = state["model"]
+    for prefix in [k[: -len(".q_proj.weight")] for k in list(weights)
+                   if k.endswith(".q_proj.weight")]:
+        for part in ("weight", "bias"):
+            weights[f"{prefix}.in_proj_{part}"] = torch.cat(
+                [weights.pop(f"{prefix}.{p}_proj.{part}") for p in ("q", "k", "v")])
+    for layer in range(2):
+        for old, new in (("0", "self_attn_layer_norm"), ("1", "final_layer_norm")):
+            for part in ("weight", "bias"):
+                weights[f"encoder.layers.{layer}.layer_norms.{old}.{part}"] = weights.pop(
+                    f"encoder.layers.{layer}.{new}.{part}")
+    torch.save(state, tmp_path / "old.pt")
+    conversion = convert(tmp_path / "old.pt", ["--pos-encoding", "sinusoidal"])
+    assert (conversion.report.new, conversion.report.dropped) == ([], [])
+    save(conversion, tmp_path / "out.pt")
     assert_exactly(loaded(tmp_path / "out.pt"), outputs(stock))
