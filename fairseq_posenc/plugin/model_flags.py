@@ -9,8 +9,10 @@ compared as the model reads it (fairseq's through ``TransformerConfig``, the way
 is built from them, defaults included; the position flags once the plugin has configured
 them, so that the input flags an encoding sets itself are no difference). Starting from the
 encoding flags, each flag whose value differs from what the flags so far give is added, in
-the parser's order: a value that follows from an earlier flag (``--decoder-embed-dim`` from
-``--encoder-embed-dim``) is left out. The flags found are checked to give every value.
+the parser's order, so that a value that follows from an earlier flag (``--decoder-embed-dim``
+from ``--encoder-embed-dim``) is left out; then each flag that the others make follow
+(``--share-decoder-input-output-embed`` beside a later ``--share-all-embeddings``) is taken
+out again. The flags found are checked to give every value.
 """
 
 from __future__ import annotations
@@ -104,15 +106,25 @@ def reproducing_flags(model: argparse.Namespace) -> list[str]:
     transformer_posenc``, as the module docstring says; ``ValueError`` naming what no flag
     gives."""
     target = values(model)
-    flags = encoding_flags(model)
-    for action in differences(target, flags):
-        if action in differences(target, flags):
-            flags += written(action, target[action.dest])
-    left = differences(target, flags)
+    base = encoding_flags(model)
+
+    def joined(chosen: list[list[str]]) -> list[str]:
+        return base + [word for flag in chosen for word in flag]
+
+    chosen: list[list[str]] = []
+    for action in differences(target, base):
+        if action in differences(target, joined(chosen)):
+            chosen.append(written(action, target[action.dest]))
+    # a flag that a later one made follow (--share-decoder-input-output-embed from
+    # --share-all-embeddings) goes
+    for i in reversed(range(len(chosen))):
+        if not differences(target, joined(chosen[:i] + chosen[i + 1:])):
+            chosen = chosen[:i] + chosen[i + 1:]
+    left = differences(target, joined(chosen))
     if left:
         raise ValueError("no fairseq-train flag gives the model's " + ", ".join(
             f"{a.option_strings[0]} ({target[a.dest]!r})" for a in left))
-    return flags
+    return joined(chosen)
 
 
 def finetune_command(data: str, task: dict[str, Any], flags: Sequence[str],

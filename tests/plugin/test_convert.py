@@ -193,6 +193,10 @@ def test_flags_that_follow_from_others_are_not_written(tmp_path):
                      "--encoder-attention-heads", "2", "--max-source-positions", "24",
                      "--decoder-layers", "2", "--decoder-attention-heads", "2",
                      "--max-target-positions", "24"]
+    # sharing every embedding shares the decoder's output too: that flag is not written
+    write_stock(tmp_path / "shared.pt", VARIANTS["pre-norm-shared"][0])
+    flags = convert(tmp_path / "shared.pt", ["--pos-encoding", "rope"]).flags
+    assert "--share-all-embeddings" in flags and "--share-decoder-input-output-embed" not in flags
 
 
 def test_the_fine_tuning_command(tmp_path):
