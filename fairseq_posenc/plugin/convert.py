@@ -224,8 +224,9 @@ def convert(source: Source | Path | str, flags: Sequence[str] = (), *,
         source = read_source(source)
     given = position_flags(flags)
     args = converted_args(source, given)
-    if seed is None:
-        seed = int(getattr(source.args, "seed", None) or 1)
+    if seed is None:  # the checkpoint's own, else fairseq-train's default
+        recorded = getattr(source.args, "seed", None)
+        seed = 1 if recorded is None else int(recorded)
     model = build(source, args, seed)
     check_lengths(source, model, args)
     state, entries = transfer(source, model, args, seed)
