@@ -80,6 +80,7 @@ class DamagedCheckpoint(ValueError):
     """A checkpoint file that torch cannot read because it is truncated or corrupt."""
 
     def __init__(self, path, reason: str):
+        self.path, self.reason = path, reason
         super().__init__(
             f"{path} is damaged: torch cannot read it ({reason}); it was probably cut off "
             "(a full disk, a copy or a save that was killed). Delete it. A training's "

@@ -25,6 +25,15 @@ fairseq runs the architecture function again on a checkpoint's saved arguments b
 builds the model. ``transformer_*_NAME``'s sets a pair's ``pos_encoding`` (None) to ``NAME``
 there, which no stack reads (each has its own entry) and the build writes over; and it takes
 a record of one encoding other than ``NAME`` in both stacks (:func:`one_encoding`) as it is.
+
+A model that ``posenc-convert`` made from another checkpoint (:mod:`.convert`) records where
+its encodings came from as one more entry, ``pos_converted_from`` (:data:`CONVERTED_FROM`,
+written by :func:`write_conversion`, read by :func:`converted_from`): a dict of plain values,
+the source file (``path``, ``sha256``), its model (``model``: ``transformer`` or
+``transformer_posenc``; ``architecture``: its ``--arch``), its encodings (``encoding``, as the
+tag names them: ``NAME`` or ``ENCODER/DECODER``), its ``updates``, and the ``seed`` that
+initialised what the source lacked. No stack reads it; a model trained from the converted
+checkpoint (``fairseq-train --finetune-from-model``) has its own arguments, without it.
 """
 
 from __future__ import annotations
@@ -38,6 +47,10 @@ STACKS = ("encoder", "decoder")
 DEFAULT_ENCODING = "sinusoidal"
 #: The record's entries: the one for both stacks, then each stack's.
 ENTRIES = ("pos_encoding", *(f"{stack}_pos_encoding" for stack in STACKS))
+#: The entry of a converted model: what it was converted from.
+CONVERTED_FROM = "pos_converted_from"
+#: The keys of :data:`CONVERTED_FROM`'s dict, in the order the module docstring gives them.
+CONVERSION_KEYS = ("path", "sha256", "model", "architecture", "encoding", "updates", "seed")
 
 
 def default_encoding(args: Any) -> str:
@@ -72,3 +85,19 @@ def write(args: Any, names: Mapping[str, str]) -> None:
         setattr(args, f"{stack}_pos_encoding", names[stack])
     shared = set(names[stack] for stack in STACKS)
     args.pos_encoding = shared.pop() if len(shared) == 1 else None
+
+
+def write_conversion(args: Any, source: Mapping[str, Any]) -> None:
+    """Record in ``args`` what the model was converted from: ``source`` holds exactly
+    :data:`CONVERSION_KEYS`, plain values (a checkpoint loads with ``weights_only``)."""
+    if set(source) != set(CONVERSION_KEYS):
+        raise ValueError(f"a conversion's record holds {', '.join(CONVERSION_KEYS)}, not "
+                         f"{', '.join(sorted(source))}")
+    setattr(args, CONVERTED_FROM, {key: source[key] for key in CONVERSION_KEYS})
+
+
+def converted_from(args: Any) -> Optional[dict[str, Any]]:
+    """What the model of ``args`` was converted from (:func:`write_conversion`), or None
+    for a model that was trained, not converted."""
+    record = getattr(args, CONVERTED_FROM, None)
+    return dict(record) if record is not None else None

@@ -9,7 +9,8 @@ encoding tag that the weights carry (the stacks the model built, not the record)
 outputs of the model that wrote the file, and for the earlier records files written by the
 code of their commits with that code's outputs on a fixed batch
 (``tests/fixtures/records/``; a pair as 37dc297 wrote it, with ``pos_encoding`` beside the
-stacks' two).
+stacks' two). A converted checkpoint's record of its source: tests/plugin/test_convert.py;
+here, that the record takes every key it names or none.
 """
 
 from __future__ import annotations
@@ -98,3 +99,15 @@ def test_a_checkpoint_of_an_earlier_record_translates_as_it_did(name, record, ta
 def test_every_record_file_is_tested():
     assert sorted(p.name for p in RECORDS.iterdir()) == sorted(
         f"{name}{suffix}" for name in WRITTEN for suffix in (".pt", ".outputs.pt"))
+
+
+def test_a_record_of_a_conversion_holds_every_key_it_names():
+    from argparse import Namespace
+
+    from fairseq_posenc.plugin import encoding_record
+
+    args = Namespace()
+    with pytest.raises(ValueError, match="a conversion's record holds path, sha256, model, "
+                                         "architecture, encoding, updates, seed, not path"):
+        encoding_record.write_conversion(args, {"path": "in.pt"})
+    assert encoding_record.converted_from(args) is None

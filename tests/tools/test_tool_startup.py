@@ -3,6 +3,7 @@
 Each check runs in a fresh interpreter (``sys.modules`` of this test process holds fairseq
 already): every console script of setup.py answers ``--help`` without importing fairseq (and
 the text-only tools without torch), with a help text for every option and no Sphinx markup;
+``posenc-convert --help`` imports no torch either and answers within 2 seconds;
 ``posenc-score`` scores without fairseq; ``import fairseq_posenc`` imports neither, and
 ``import fairseq_posenc.nn`` no fairseq and no tool. The plugin registers its model,
 architectures, tasks and checkpoint globals whether fairseq imports it as the
@@ -16,6 +17,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -28,6 +30,9 @@ SCRIPTS = dict(re.findall(r'"(posenc-[a-z-]+) = ([\w.]+):main"',
                           (REPO_ROOT / "setup.py").read_text(encoding="utf-8")))
 #: The tools that only read and write text: no torch either.
 TEXT_ONLY = ("posenc-score", "posenc-prepare-corpus", "posenc-prepare-wmt")
+#: The tools whose --help imports no torch: the text-only ones, and posenc-convert, whose
+#: --help must answer within 2 seconds (torch's import alone takes about that).
+LIGHT_HELP = (*TEXT_ONLY, "posenc-convert")
 #: reST/Sphinx markup: ``literal`` and roles such as :func:`name`.
 MARKUP = re.compile(r"``|:[a-z]+:`")
 
@@ -90,7 +95,7 @@ print(json.dumps({{**imported, "parsers": len(parsers), "output": out.getvalue()
 
 
 def test_every_console_script_is_checked():
-    assert len(SCRIPTS) == 10 and "posenc-score" in SCRIPTS
+    assert len(SCRIPTS) == 11 and "posenc-score" in SCRIPTS and "posenc-convert" in SCRIPTS
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
@@ -100,7 +105,7 @@ def test_help_does_not_import_fairseq(script):
     assert "usage:" in run["output"]
     assert not run["fairseq"], f"{script} --help imports fairseq"
     assert "tensorboardX" not in run["output"]
-    if script in TEXT_ONLY:
+    if script in LIGHT_HELP:
         assert not run["torch"], f"{script} --help imports torch"
 
 
@@ -109,6 +114,17 @@ def test_every_option_has_plain_help(script):
     run = help_of(script)
     assert run["missing"] == [], f"options without a help text: {run['missing']}"
     assert run["markup"] == [], "Sphinx markup in --help:\n" + "\n".join(run["markup"])
+
+
+def test_convert_answers_help_within_two_seconds():
+    """The console script's own start: a fresh interpreter, the package, the parser."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.convert", "--help"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+                          env=subprocess_env())
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0 and "usage: posenc-convert" in done.stdout, done.stderr
+    assert elapsed < 2.0, f"posenc-convert --help took {elapsed:.2f} s"
 
 
 def test_scoring_imports_neither_fairseq_nor_torch(tmp_path):
