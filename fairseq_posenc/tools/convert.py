@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Optional, Sequence
 
 #: The position flags the parser names for --help, each passed on to the conversion.
@@ -80,7 +81,15 @@ def forwarded(known: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    known, extra = parser().parse_known_args(argv)
+    p = parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    known, extra = p.parse_known_args(given)
+    # An encoding's option is unknown to this parser (its declarations need torch), so a
+    # value of one given before IN and OUT would be read as IN: refuse that order.
+    early = [a for a in given[:given.index(known.out)] if a.startswith("-") and a in extra]
+    if early:
+        p.error(f"give IN and OUT first, then the encodings' options ({' '.join(early)} "
+                "came before them): posenc-convert IN OUT --pos-encoding NAME [OPTIONS]")
     logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import-time notices
     from fairseq_posenc.plugin.convert import ConversionError, check_output, convert, save
     from fairseq_posenc.plugin.model_flags import encoding_flags

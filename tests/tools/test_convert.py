@@ -107,3 +107,17 @@ def test_the_command_refuses_in_one_line_without_a_traceback(tmp_path):
     assert done.stderr.strip() == (f"posenc-convert: error: {tmp_path / 'out.pt'} exists: give "
                                    "another path, or --force to replace it"), done.stderr
     assert (tmp_path / "out.pt").read_text() == "kept"
+
+
+def test_an_encoding_option_before_in_and_out_is_refused_not_read_as_in(tmp_path, capsys):
+    write_stock(tmp_path / "stock.pt")
+    code, out, err = run(["--t5-num-buckets", "8", tmp_path / "stock.pt", tmp_path / "out.pt",
+                          "--pos-encoding", "t5"], capsys)
+    assert code == 2 and out == ""
+    assert "give IN and OUT first, then the encodings' options (--t5-num-buckets came" in err
+    assert not (tmp_path / "out.pt").exists()
+    # a known option before them is read as argparse reads it
+    code, out, err = run(["--pos-encoding", "t5", tmp_path / "stock.pt", tmp_path / "out.pt",
+                          "--t5-num-buckets", "8"], capsys)
+    assert code == 0, err
+    assert load(tmp_path / "out.pt")["cfg"]["model"].t5_num_buckets == 8
