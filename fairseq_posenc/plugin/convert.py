@@ -38,7 +38,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import torch
 
@@ -49,8 +49,8 @@ from .encoding_record import STACKS
 from .model_flags import ARCH, finetune_command, reproducing_flags
 from .stacks import SIDES, model_tag
 
-__all__ = ["ConversionError", "Conversion", "Entry", "Report", "check_output", "convert",
-           "read_source", "save"]
+__all__ = ["ConversionError", "Conversion", "Entry", "Report", "carried_options", "check_output",
+           "convert", "kept_options", "position_parser", "read_source", "save"]
 
 
 @dataclass
@@ -134,9 +134,10 @@ class _FlagParser(argparse.ArgumentParser):
                               "and --max-source-positions / --max-target-positions")
 
 
-def position_flags(flags: Sequence[str]) -> dict[str, Any]:
-    """The flags given in ``flags``, parsed as ``fairseq-train`` parses them: only those
-    given, by destination; :class:`ConversionError` for anything else."""
+def position_parser() -> argparse.ArgumentParser:
+    """The flags a conversion takes: ``fairseq-train``'s position flags and
+    ``--max-source-positions`` / ``--max-target-positions``, each set only where given (a
+    parse error is a :class:`ConversionError`)."""
     from .position_args import add_position_args
 
     parser = _FlagParser(prog="posenc-convert", add_help=False, allow_abbrev=False)
@@ -145,7 +146,13 @@ def position_flags(flags: Sequence[str]) -> dict[str, Any]:
         parser.add_argument(f"--max-{side}-positions", type=int)
     for action in parser._actions:
         action.default = argparse.SUPPRESS
-    given = vars(parser.parse_args(list(flags)))
+    return parser
+
+
+def position_flags(flags: Sequence[str]) -> dict[str, Any]:
+    """The flags given in ``flags``, parsed as ``fairseq-train`` parses them: only those
+    given, by destination; :class:`ConversionError` for anything else."""
+    given = vars(position_parser().parse_args(list(flags)))
     for side in SIDES.values():
         if given.get(f"max_{side}_positions", 1) < 1:
             raise ConversionError(f"--max-{side}-positions must be a positive integer, got "
@@ -157,9 +164,32 @@ def position_flags(flags: Sequence[str]) -> dict[str, Any]:
     return given
 
 
+def carried_options(source: Source) -> dict[str, Any]:
+    """The option values a conversion carries over from ``source``: a plugin checkpoint's
+    values of its encodings' options, by name (a stock checkpoint has none). An encoding
+    converted to takes those of its own options (:func:`kept_options`) unless a flag gives
+    them."""
+    from ..core.encodings import ENCODINGS
+
+    if not source.plugin:
+        return {}
+    theirs = {o.name for name in source.encodings.values() for o in ENCODINGS[name].options}
+    return {name: getattr(source.args, name) for name in sorted(theirs)
+            if hasattr(source.args, name)}
+
+
+def kept_options(carried: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """The values of ``carried`` (:func:`carried_options`) that the encodings ``names``
+    take: those of their own options."""
+    from ..core.encodings import get_encoding
+
+    own = {o.name for name in names for o in get_encoding(name).options}
+    return {name: value for name, value in carried.items() if name in own}
+
+
 def converted_args(source: Source, given: dict[str, Any]) -> argparse.Namespace:
     """The converted model's arguments before its build (step 2 of the module docstring)."""
-    from ..core.encodings import ENCODINGS, get_encoding
+    from ..core.encodings import get_encoding
     from .position_args import add_position_args
 
     names = {stack: given.get(f"{stack}_pos_encoding") or given.get("pos_encoding")
@@ -171,11 +201,8 @@ def converted_args(source: Source, given: dict[str, Any]) -> argparse.Namespace:
     for dest in [a.dest for a in parser._actions] + [encoding_record.CONVERTED_FROM]:
         if hasattr(args, dest):
             delattr(args, dest)
-    if source.plugin:
-        theirs = {o.name for name in source.encodings.values() for o in ENCODINGS[name].options}
-        for option in {o.name for name in names.values() for o in get_encoding(name).options}:
-            if option in theirs and hasattr(source.args, option):
-                setattr(args, option, getattr(source.args, option))
+    for option, value in kept_options(carried_options(source), names.values()).items():
+        setattr(args, option, value)
     for dest, value in given.items():
         setattr(args, dest, value)
     encoding_record.write(args, names)

@@ -21,7 +21,7 @@ import argparse
 import functools
 import shlex
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import encoding_record
 from .build import model_args
@@ -53,9 +53,21 @@ def _actions() -> tuple[tuple[argparse.Action, ...], frozenset[str]]:
             frozenset(a.dest for a in positions._actions))
 
 
+def model_dests() -> tuple[frozenset[str], frozenset[str]]:
+    """The dests of the model's flags: fairseq's transformer's, and the plugin's position
+    flags."""
+    actions, positions = _actions()
+    return frozenset(a.dest for a in actions if a.dest not in positions), positions
+
+
 def encoding_flags(args: argparse.Namespace) -> list[str]:
     """``--pos-encoding NAME``, or each stack's flag for a pair."""
-    names = encoding_record.stack_names(args)
+    return names_flags(encoding_record.stack_names(args))
+
+
+def names_flags(names: Mapping[str, str]) -> list[str]:
+    """``--pos-encoding NAME`` where both stacks of ``names`` (each stack's encoding) have
+    one, else each stack's flag."""
     if names["encoder"] == names["decoder"]:
         return ["--pos-encoding", names["encoder"]]
     return [flag for stack in STACKS for flag in (f"--{stack}-pos-encoding", names[stack])]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -36,11 +36,13 @@ VARIANTS = {
 
 
 def write_stock(path: Path, flags: Sequence[str] = (), arch: str = "transformer",
-                sizes: Sequence[str] = SIZES) -> torch.nn.Module:
-    """A stock fairseq transformer saved as ``fairseq-train`` saves it; the model."""
+                sizes: Sequence[str] = SIZES, **saved: Any) -> torch.nn.Module:
+    """A stock fairseq transformer saved as ``fairseq-train`` saves it; the model.
+    ``saved``: ``write_checkpoint``'s (``updates``; ``data`` and ``langs``: over a binarized
+    directory's dictionaries)."""
     from tests.fixtures.make_record_checkpoints import write_checkpoint
 
-    return write_checkpoint(arch, flags, path, sizes=sizes)
+    return write_checkpoint(arch, flags, path, sizes=sizes, **saved)
 
 
 def write_language_model(path: Path) -> None:

@@ -30,6 +30,9 @@ sacreBLEU against the baseline (the first encoding unless ``--baseline``). The p
   test splits scored in bins relative to the limit, their tables and plots;
 * :mod:`.variants` -- ``--variants``: an encoding's checkpoints translated with more
   ``fairseq-generate`` flags (RoPE's rescalings), rows of their own;
+* :mod:`.init_from` and :mod:`.init_dictionaries` -- ``--init-from CKPT``: every row
+  fine-tuned from one trained checkpoint converted to its encoding, and the checkpoint's
+  dictionaries against the data's;
 * :mod:`.cli` -- the command line.
 
 ``docs/compare.md`` explains the report.

@@ -11,12 +11,15 @@ the data's files and line counts and encoding, the encodings and architectures, 
 (:mod:`.fairseq_flags`), the baseline, a GPU
 unless ``--cpu``, tables of absolute positions long enough for the training data, a
 ``--train-max-len`` that leaves enough training pairs, the ``--variants`` and the flags they
-add, a rerun's settings against ``OUT/settings.json``). ``docs/compare.md`` explains the report.
+add, a rerun's settings against ``OUT/settings.json``; under ``--init-from`` the checkpoint,
+its dictionaries against the prepared data's and every row's conversion:
+:mod:`.init_from`). ``docs/compare.md`` explains the report.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import shutil
@@ -27,11 +30,11 @@ from typing import Optional, Sequence
 from ..experiment.checkpoints import check_rule
 from ..launch import dispatch, lock, options as launch_options
 from ..launch.options import Launcher
-from . import (budget, convergence, data, extrapolation, fairseq_flags, jobs, plan, report,
-               rows as rows_mod, settings as settings_mod, stopping, summary,
-               variants as variants_mod)
+from . import (budget, convergence, data, extrapolation, fairseq_flags, init_dictionaries,
+               init_from, jobs, plan, report, rows as rows_mod, settings as settings_mod,
+               stopping, summary, variants as variants_mod)
 from .execute import say
-from .settings import BATCH_TOKENS, DEFAULT_CLEANING, RECIPES, SIZES, Settings
+from .settings import BATCH_TOKENS, DEFAULT_CLEANING, FINETUNE, RECIPES, SIZES, Settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -66,13 +69,24 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="ROW",
                    help="the row the others are tested against, by its label (an encoding, "
                         "ENCODER/DECODER, or LABEL; default: the first)")
-    p.add_argument("--size", choices=sorted(SIZES), default="tiny",
+    p.add_argument("--size", choices=sorted(SIZES),
                    help="tiny: transformer_tiny_ENC (2+2 layers, 128 wide), trains on a CPU; "
                         "base: transformer_wmt_en_de_ENC, the papers' base model (default: "
                         "tiny). Sets the architecture and the training recipe")
     p.add_argument("--arch-prefix", metavar="PREFIX",
                    help="train PREFIX_ENC instead of --size's architecture (the --size recipe "
                         "still applies)")
+    p.add_argument("--init-from", type=Path, metavar="CKPT",
+                   help="fine-tune every row from this trained checkpoint (fairseq's "
+                        "transformer, or fairseq-posenc's), converted to the row's encoding as "
+                        "posenc-convert converts it: the checkpoint's architecture, the "
+                        "fine-tuning recipe, --max-update counting the fine-tuning's updates; "
+                        "--data must be a directory prepared in its vocabulary. "
+                        "docs/compare.md, \"From a trained model\"")
+    p.add_argument("--init-dict", type=Path, nargs="+", metavar="DICT",
+                   help="--init-from: the checkpoint's dictionaries, source then target (one "
+                        "file: joined), compared with the corpus's (default: dict.LANG.txt "
+                        "in the directory its cfg.task.data names, else beside it)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="train seeds 1..N of every encoding (default 1; 3 or more to tell a "
                         "difference from training noise)")
@@ -147,9 +161,30 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def stopping_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+def size_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> str:
+    """``--size`` (default tiny), or under ``--init-from`` the fine-tuning's defaults
+    (:data:`.settings.FINETUNE`), where ``--size`` and ``--arch-prefix`` are refused: the
+    architecture is the checkpoint's."""
+    if args.init_from is None:
+        if args.init_dict:
+            p.error("--init-dict gives --init-from's dictionaries: add --init-from CKPT, or "
+                    "drop --init-dict")
+        return args.size or "tiny"
+    for flag, value in (("--size", args.size), ("--arch-prefix", args.arch_prefix)):
+        if value is not None:
+            p.error(f"{flag} sets the architecture of a comparison from scratch, but "
+                    "--init-from fine-tunes the checkpoint's (its sizes and model flags) "
+                    f"with the fine-tuning recipe: drop {flag} (--train-args changes the "
+                    "recipe; docs/compare.md, \"From a trained model\")")
+    if len(args.init_dict or ()) > 2:
+        p.error(f"--init-dict takes the source's dictionary and the target's, or one joined "
+                f"dictionary: {len(args.init_dict)} files given")
+    return FINETUNE
+
+
+def stopping_of(args: argparse.Namespace, p: argparse.ArgumentParser, size: str) -> dict:
     """``--until-converged``, ``--patience`` and ``--validate-every``, checked, with their
-    defaults: Settings' fields."""
+    defaults for ``size``: Settings' fields."""
     if not args.until_converged:
         for name in ("patience", "validate_every"):
             if getattr(args, name) is not None:
@@ -159,12 +194,12 @@ def stopping_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     if not args.max_update:
         p.error(f"--until-converged stops each run by its validation loss, with --max-update "
                 f"as the cap: pass --max-update instead of --max-epoch (e.g. --max-update "
-                f"{20 * (args.validate_every or stopping.VALIDATE_EVERY[args.size])})")
+                f"{20 * (args.validate_every or stopping.VALIDATE_EVERY[size])})")
     patience = stopping.PATIENCE if args.patience is None else args.patience
     if patience < 1:
         p.error(f"--patience {patience}: a run stops after P validations without a new best "
                 f"validation loss; give 1 or more (default {stopping.PATIENCE})")
-    every = args.validate_every or stopping.VALIDATE_EVERY[args.size]
+    every = args.validate_every or stopping.VALIDATE_EVERY[size]
     if args.validate_every is not None and args.validate_every < 1:
         p.error(f"--validate-every {args.validate_every}: give the updates between "
                 "validations, 1 or more")
@@ -180,7 +215,8 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         value = getattr(args, name)
         if value is not None and value < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
-    stop = stopping_of(args, p)
+    size = size_of(args, p)
+    stop = stopping_of(args, p, size)
     if args.checkpoint is None:
         args.checkpoint = "best" if stop else "last"
     if args.train_max_len is not None and args.train_max_len < 2:
@@ -205,14 +241,18 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setting
         rule=DEFAULT_CLEANING.rule if (args.clean_max_len, args.clean_max_ratio) == (
             DEFAULT_CLEANING.max_len, DEFAULT_CLEANING.max_ratio) else "--clean-max-len, "
         "--clean-max-ratio")
+    if args.init_from is not None:  # the checkpoint itself is read by main, after --data
+        from ...plugin.model_flags import ARCH, FINETUNE_RECIPE
+        arch_prefix, recipe = ARCH, FINETUNE_RECIPE
+    else:
+        arch_prefix, recipe = args.arch_prefix or SIZES[size], RECIPES[size]
     return Settings(
         data=str(args.data.resolve()), source_lang=args.source_lang,
-        target_lang=args.target_lang,
-        arch_prefix=args.arch_prefix or SIZES[args.size], recipe=RECIPES[args.size],
+        target_lang=args.target_lang, arch_prefix=arch_prefix, recipe=recipe,
         train_args=train_args, max_update=args.max_update, max_epoch=args.max_epoch,
         valid=args.valid, tests=tuple(args.test), cpu=args.cpu, checkpoint=args.checkpoint,
         bpe_merges=args.bpe_merges, cleaning=cleaning, train_max_len=args.train_max_len,
-        batch_tokens=args.batch_tokens or BATCH_TOKENS[args.size],
+        batch_tokens=args.batch_tokens or BATCH_TOKENS[size],
         # not resolved: fairseq names the module after the directory as given
         user_dir=os.path.abspath(args.user_dir) if args.user_dir else None, **stop)
 
@@ -350,13 +390,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         p.error(str(e))
     plan.import_user_dir(settings)  # its encodings, their architectures and flags
-    data.check(settings)
+    data.check(settings, prepared=args.init_from is not None)
+    source = None
+    if args.init_from is not None:  # the checkpoint, its model and dictionaries
+        source, init = init_from.read(args.init_from)
+        settings = dataclasses.replace(settings, init_from=init)
+        say(init_dictionaries.check(source, settings, args.init_dict or ()))
     check_models(settings, encodings)
     try:
         rows_mod.check(encodings)
     except ValueError as e:
         raise SystemExit(f"posenc-compare: {e}") from None
     fairseq_flags.check_train_args(settings, encodings, batch)
+    if source is not None:  # every row's conversion, in memory
+        init_from.check_rows(source, {row: plan.model_flags(settings, row) for row in encodings})
+        del source  # its tensors: the runs read the checkpoint where they start
     variants_mod.check(variants, encodings, settings)
     if not settings.cpu and launcher.kind == "local":  # a SLURM job finds its GPUs there
         import torch

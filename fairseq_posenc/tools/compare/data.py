@@ -62,12 +62,21 @@ def is_raw(data: Path, src: str) -> bool:
     return (data / f"train.{src}").is_file() and not (data / "bin").is_dir()
 
 
-def check(settings: Settings) -> None:
+def check(settings: Settings, prepared: bool = False) -> None:
     """What can be checked of ``--data`` before anything is written: the files, languages,
-    splits and line counts. Raises SystemExit with what to do."""
+    splits and line counts; with ``prepared`` (``--init-from``), that it is a prepared
+    directory. Raises SystemExit with what to do."""
     data, src, tgt = Path(settings.data), settings.source_lang, settings.target_lang
     if not data.is_dir():
         raise SystemExit(f"posenc-compare: --data {data} is not a directory")
+    if prepared and is_raw(data, src):
+        raise SystemExit(
+            f"posenc-compare: --data {data} is raw text, which posenc-compare would split "
+            "into subwords and a dictionary of its own, but --init-from fine-tunes a model "
+            "on data in its vocabulary: prepare the text with posenc-prepare-corpus and the "
+            "checkpoint's subword model and dictionaries (--bpe-codes or --spm-model, "
+            "--srcdict/--tgtdict or --joined-dictionary; docs/prepare-corpus.md), and give "
+            "that directory as --data")
     try:
         if is_raw(data, src):
             check_raw(data, src, tgt, ["train", settings.valid, *settings.tests])

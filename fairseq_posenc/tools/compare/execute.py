@@ -34,8 +34,8 @@ from ..experiment.translate import translate
 from ..textprep.files import read_lines, write_text_atomic
 from .budget import earlier
 from .data import Corpus, inspect_sentence
-from . import placement, stopping
-from .plan import Run, batch, stored, train_args, user_dir
+from . import init_from, placement, stopping
+from .plan import Run, batch, model_flags, stored, train_args, user_dir
 from .settings import Settings
 
 #: sacreBLEU's default BLEU (cased, 13a tokenization) and chrF, as ``posenc-score`` scores.
@@ -118,7 +118,8 @@ def run_one(settings: Settings, corpus: Corpus, run: Run, out: Path, batch_split
 
 def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
           step: Callable[[str], None], batch_split: Optional[Split] = None) -> None:
-    """Train ``run`` unless it has finished, resuming from its ``checkpoint_last.pt``;
+    """Train ``run`` unless it has finished, resuming from its ``checkpoint_last.pt`` (under
+    ``--init-from``, a run that starts is fine-tuned from the checkpoint converted for it);
     ``batch_split``: the batch over the run's GPUs (default: one GPU, or the CPU)."""
     marker = run.trained(out)
     if marker.exists():
@@ -129,6 +130,9 @@ def train(settings: Settings, corpus: Corpus, run: Run, out: Path,
         resumed = resume_note(run.save_dir(out))
     except ValueError as e:  # a damaged checkpoint_last.pt: what to do, before fairseq starts
         raise SystemExit(f"posenc-compare: {run.label}: {e}") from None
+    if settings.init_from:  # a run that starts fine-tunes the checkpoint converted for it
+        init_from.start_run(settings.init_from, model_flags(settings, run.encoding), run.seed,
+                            run.init_checkpoint(out), run.save_dir(out), step)
     keep_earlier(log)  # an earlier part: fairseq resumes from checkpoint_last.pt
     step(f"training{resumed} (log: {log})")
     started = time.monotonic()

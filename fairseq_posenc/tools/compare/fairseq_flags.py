@@ -28,7 +28,9 @@ fairseq would take them:
   interrupted or continued run resumes, whole: weights, optimizer, schedule, data
   position), ``checkpoint_best.pt`` (the lowest validation loss) and the interval
   checkpoints of ``avgN``, validates for the report's convergence check, and trains for
-  the same ``--max-update`` or ``--max-epoch`` as every other run.
+  the same ``--max-update`` or ``--max-epoch`` as every other run;
+* under ``--init-from``, fairseq's model flags but :data:`.init_from.TUNABLE` (dropout,
+  layer drop, the longest sequences): every row's architecture is the checkpoint's.
 
 ``--keep-last-epochs`` and ``--save-interval`` stay allowed (the latter where the
 comparison does not set it, as ``--until-converged`` does): epoch checkpoints are off
@@ -59,6 +61,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..launch.batch import Split
+from . import init_from
 from .rows import Row, check_flags, of
 from .settings import Settings
 
@@ -211,9 +214,11 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
             failures[row] = refusal
     if parser is not None and settings.train_args:
         # what every row's command sets (a row's own flags aside: --train-args may not repeat
-        # them, :func:`.rows.check_flags`)
+        # them, :func:`.rows.check_flags`; and --init-from's model flags, checked apart)
         plain = Row(of(encodings[0]).encoder)
-        tool_sets = {dest for _, dest in named(parser, command(own, plain))}
+        tool_sets = {dest for _, dest in named(parser, command(own, plain))} - {
+            dest for _, dest in named(parser, _init_flags(settings, plain))}
+        fixed = _fixed_model(settings)
         lines = []
         for option, dest in named(parser, settings.train_args):
             if dest in DECIDED:
@@ -221,6 +226,11 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
             elif dest in RELIED_ON:
                 lines.append(f"{option}: it changes what the comparison relies on: "
                              f"{RELIED_ON[dest]}")
+            elif dest in fixed:
+                lines.append(f"{option}: every row's model is --init-from's, its architecture "
+                             "as the checkpoint has it; beside --init-from, --train-args sets "
+                             "the fine-tuning's flags and of the model's only "
+                             + ", ".join(sorted(_option(parser, d) for d in init_from.TUNABLE)))
             elif dest in tool_sets and dest not in _FROM_USER:
                 lines.append(f"{option}: posenc-compare sets it for every run of this "
                              "comparison")
@@ -241,6 +251,27 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
                               "flags that every compared encoding takes, and compare the "
                               "others with theirs in a comparison of their own" if took
                               else ""))
+
+
+def _init_flags(settings: Settings, row: Row) -> list[str]:
+    """``--init-from``'s model flags for ``row`` (none from scratch)."""
+    return init_from.model_flags(settings.init_from, row) if settings.init_from else []
+
+
+def _fixed_model(settings: Settings) -> frozenset[str]:
+    """The model flags that ``--train-args`` may not set: under ``--init-from`` fairseq's
+    model flags but :data:`.init_from.TUNABLE` (the plugin's position flags are the
+    rows'); none from scratch."""
+    if not settings.init_from:
+        return frozenset()
+    from ...plugin.model_flags import model_dests
+
+    return model_dests()[0] - init_from.TUNABLE
+
+
+def _option(parser: argparse.ArgumentParser, dest: str) -> str:
+    """``dest``'s first option string in ``parser``."""
+    return next(a.option_strings[0] for a in parser._actions if a.dest == dest)
 
 
 def _refusal(argv: Sequence[str], settings: Settings,

@@ -6,22 +6,25 @@ row's second, ...), so an interrupted comparison has results for every row as ea
 can. Every run's ``fairseq-train`` gets the same flags
 (:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding, the
 row's own flags (:meth:`.rows.Row.model_flags`) and the seed differ, and seed ``k`` is
-the same for every row. How a run validates, saves
-and stops is :mod:`.stopping`'s. The batch is ``--batch-tokens`` per update, split
-over the GPUs the launcher gives a run (:func:`batch`), so that it is the same on any.
+the same for every row. Under ``--init-from`` every row trains the checkpoint's model with
+its own encoding, fine-tuned from the checkpoint converted to it (:mod:`.init_from`). How a
+run validates, saves and stops is :mod:`.stopping`'s. The batch is ``--batch-tokens`` per
+update, split over the GPUs the launcher gives a run (:func:`batch`), so that it is the same
+on any.
 
 ``OUT/runs/ROW/seedK/`` (a pair's ``ENCODER-DECODER``): ``checkpoints/`` (fairseq's save
-directory), ``train.log`` (and ``train.N.log`` for the parts before a resume),
-``trained.json`` once training has finished, ``tests/SPLIT/`` (fairseq-generate's output
-and log, the detokenized hypotheses, ``result.json``) and, for seed 1, ``inspect/``
-(``posenc-inspect``'s pictures); ``budgetU/`` keeps those of an earlier ``--max-update U``
-(:mod:`.budget`). The records keep paths inside ``OUT`` relative to it (:func:`stored`), so
-a copied or moved ``OUT`` works.
+directory), ``init.pt`` (``--init-from``'s checkpoint converted for the run), ``train.log``
+(and ``train.N.log`` for the parts before a resume), ``trained.json`` once training has
+finished, ``tests/SPLIT/`` (fairseq-generate's output and log, the detokenized hypotheses,
+``result.json``) and, for seed 1, ``inspect/`` (``posenc-inspect``'s pictures); ``budgetU/``
+keeps those of an earlier ``--max-update U`` (:mod:`.budget`). The records keep paths
+inside ``OUT`` relative to it (:func:`stored`), so a copied or moved ``OUT`` works.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -30,7 +33,7 @@ from ..experiment import trainlog
 from ..experiment import user_dir as user_dirs
 from ..experiment.fairseq_run import USER_DIR
 from ..launch.batch import Split, split
-from . import stopping
+from . import init_from, stopping
 from .data import Corpus
 from .rows import Row, of
 from .settings import Settings
@@ -69,6 +72,11 @@ class Run:
 
     def inspect_dir(self, out: Path) -> Path:
         return self.dir(out) / "inspect"
+
+    def init_checkpoint(self, out: Path) -> Path:
+        """``--init-from``'s checkpoint converted to the row's encoding with the run's seed,
+        which the run is fine-tuned from (:mod:`.init_from`)."""
+        return self.dir(out) / init_from.INIT
 
     def checkpoint(self, out: Path) -> Path:
         """The checkpoint the run is evaluated with, as its ``trained.json`` says."""
@@ -136,14 +144,31 @@ def import_user_dir(settings: Settings) -> None:
 
 
 def arch(settings: Settings, encoding: str) -> str:
-    """The row's architecture: ``PREFIX_ENCODING``, a pair's ``PREFIX_ENCODER``."""
+    """The row's architecture: ``PREFIX_ENCODING``, a pair's ``PREFIX_ENCODER``; under
+    ``--init-from`` every row's is ``transformer_posenc``, the prefix itself."""
+    if settings.init_from:
+        return settings.arch_prefix
     return f"{settings.arch_prefix}_{of(encoding).encoder}"
 
 
 def model_flags(settings: Settings, encoding: str) -> list[str]:
-    """The flags every run of the row trains with beside ``--arch``: the comparison's
-    (:meth:`.settings.Settings.fairseq_train_flags`), then the row's own."""
-    return [*settings.fairseq_train_flags(), *of(encoding).model_flags()]
+    """The flags every run of the row trains with beside ``--arch``: under ``--init-from``
+    the checkpoint's model and the row's encoding first (:func:`.init_from.model_flags`),
+    then the comparison's (:meth:`.settings.Settings.fairseq_train_flags`), then the row's
+    own."""
+    row = of(encoding)
+    model = init_from.model_flags(settings.init_from, row) if settings.init_from else []
+    return [*model, *settings.fairseq_train_flags(), *row.model_flags()]
+
+
+def architecture(settings: Settings, encoding: str) -> str:
+    """The row's model in the report: its architecture, and under ``--init-from`` the model
+    flags beside it (the checkpoint's and the row's encoding)."""
+    if not settings.init_from:
+        return arch(settings, encoding)
+    return shlex.join([arch(settings, encoding),
+                       *init_from.model_flags(settings.init_from, of(encoding)),
+                       *of(encoding).model_flags()])
 
 
 def batch(settings: Settings, gpus: int) -> Split:
@@ -168,15 +193,19 @@ def train_args(settings: Settings, corpus: Corpus, run: Run, out: Path,
         *stopping.flags(settings),
         *model_flags(settings, run.encoding),
         *batch_split.flags(),
+        # read only where the save directory holds no checkpoint_last.pt (:mod:`.init_from`)
+        *(("--finetune-from-model", str(run.init_checkpoint(out))) if settings.init_from
+          else ()),
     ]
 
 
 def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str],
                      cache: Path) -> dict[str, int]:
     """Each row's parameters, counted as ``posenc-params`` counts them: the model that
-    ``fairseq-train`` builds from the comparison's and the row's flags over the data's
-    joined dictionary. Kept in ``cache`` with each row's definition (building a model per
-    row takes a moment)."""
+    ``fairseq-train`` builds from the comparison's and the row's flags (under
+    ``--init-from``, the checkpoint's model with the row's encoding) over the data's joined
+    dictionary. Kept in ``cache`` with each row's definition (building a model per row
+    takes a moment)."""
     from fairseq.data import Dictionary
 
     from ..params import count
@@ -184,7 +213,8 @@ def parameter_counts(settings: Settings, corpus: Corpus, encodings: Sequence[str
 
     flags = settings.fairseq_train_flags()
     vocab = len(Dictionary.load(str(corpus.bin / f"dict.{corpus.source_lang}.txt")))
-    key = {"flags": flags, "arch_prefix": settings.arch_prefix, "vocab": vocab}
+    key = {"flags": flags, "arch_prefix": settings.arch_prefix, "vocab": vocab,
+           **({"init_from": settings.init_from.sha256} if settings.init_from else {})}
     cached = json.loads(cache.read_text()) if cache.exists() else {}
     counts = cached.get("counts", {}) if cached.get("key") == key else {}
     defined = cached.get("rows", {}) if counts else {}

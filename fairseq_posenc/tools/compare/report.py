@@ -24,7 +24,7 @@ from ..evaluation.bins import is_few
 from ..evaluation.buckets import FEW_NOTE, SHORT_NOTE, column, short
 from ..evaluation.significance import MEANING
 from ..textprep.files import write_text_atomic
-from . import budget, convergence, extrapolation, plots
+from . import budget, convergence, extrapolation, init_from, plots
 
 #: ("h1"/"h2"/"h3", text[, anchor]) | ("p", text) | ("table", header, rows) | ("img", path, alt)
 #: | ("links", [(text, path)]); a text's ``[words](#anchor)`` links to the heading of that anchor.
@@ -97,24 +97,28 @@ def _intro(report: dict[str, Any]) -> list[Block]:
                 f"without a new best, validating every {s['validate_every']} updates), at "
                 f"most {s['max_update']} updates")
     seeds = f"{report['seeds']} seed" + ("s" if report["seeds"] > 1 else "")
+    model = ("fine-tunes the checkpoint of `--init-from` (below) converted to its row's "
+             "encoding," if s.get("init_from") else f"trains `{s['arch_prefix']}_ENCODING`")
     blocks: list[Block] = [
         ("h1", f"Position encodings on {Path(s['data']).name or s['data']}: "
                f"{s['source_lang']} → {s['target_lang']}"),
         ("p", f"{len(report['encodings'])} encodings × {seeds} on `{s['data']}`, baseline "
-              f"`{baseline}`. Every run trains `{s['arch_prefix']}_ENCODING` "
+              f"`{baseline}`. Every run {model} "
               f"{stop if s.get('until_converged') else 'for ' + stop}"
               f"{budget.note(report)}{',' if s.get('until_converged') else ''} with "
               f"the same data, flags and seed k for its k-th run, evaluates the checkpoint "
               f"rule `{report['checkpoint_rule']}`, translates with {report['decoding']} and "
               f"is scored with {report['metric']} against the raw references."),
+        *init_from.intro(report),
     ]
     defined = [(label, row) for label, row in (report.get("rows") or {}).items()
                if row["encoder"] != row["decoder"] or row["flags"] or row["encoder"] != label]
     if defined:
         blocks.append(("p", "Rows with an encoding per stack or options of their own: " + "; ".join(
             f"`{label}`: {_row(row)}" for label, row in defined) + ". A row of two encodings "
-            f"trains `{s['arch_prefix']}_ENCODER --encoder-pos-encoding ENCODER "
-            "--decoder-pos-encoding DECODER`; a row's flags come after every row's."))
+            f"trains `{'' if s.get('init_from') else s['arch_prefix'] + '_ENCODER '}"
+            "--encoder-pos-encoding ENCODER --decoder-pos-encoding DECODER`; a row's flags "
+            "come after every row's."))
     if s.get("user_dir"):
         blocks.append(("p", f"Every fairseq command ran with `--user-dir {s['user_dir']}`, "
                             "which registers the encodings not built into fairseq-posenc."))

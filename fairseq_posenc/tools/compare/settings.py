@@ -13,7 +13,12 @@ The recipes per model size are the flags every ``fairseq-train`` gets before the
 ``--train-args``: ``tiny`` is the demo's (2+2 layers, 128 wide; trains on a CPU in
 minutes), ``base`` the papers' Transformer base schedule (Vaswani et al. 2017, sec. 5.3:
 Adam (0.9, 0.98), inverse square root with 4000 warm-up steps, label smoothing 0.1),
-as fairseq's WMT recipe sets it (learning rate 7e-4, shared embeddings).
+as fairseq's WMT recipe sets it (learning rate 7e-4, shared embeddings). Under
+``--init-from`` every row fine-tunes the checkpoint's architecture with the plugin's
+fine-tuning recipe (:data:`fairseq_posenc.plugin.model_flags.FINETUNE_RECIPE`: the same
+optimizer, schedule, criterion and batch, learning rate 1e-4 with 200 warm-up updates), and
+the checkpoint is a setting (:class:`InitFrom`): a rerun with another one, or with the same
+file changed, is a difference.
 
 A run's batch is a number of tokens per update (:data:`BATCH_TOKENS`, ``--batch-tokens``),
 the same whatever the GPUs that train it: how the update is split over them (tokens per GPU
@@ -47,9 +52,15 @@ RECIPES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The recipe of ``--init-from``, beside the sizes: every row fine-tunes the checkpoint's
+#: architecture with the plugin's fine-tuning recipe
+#: (:data:`fairseq_posenc.plugin.model_flags.FINETUNE_RECIPE`).
+FINETUNE = "finetune"
+
 #: Tokens per update per size: the tiny recipe's one pass of 4096 tokens, the base recipe's
-#: 8 x 4096 (fairseq's WMT recipe on 8 GPUs, or --update-freq 8 on one).
-BATCH_TOKENS = {"tiny": 4096, "base": 32768}
+#: 8 x 4096 (fairseq's WMT recipe on 8 GPUs, or --update-freq 8 on one); ``--init-from``'s
+#: fine-tuning, one pass of its recipe's 4096, whatever the checkpoint's size.
+BATCH_TOKENS = {"tiny": 4096, "base": 32768, FINETUNE: 4096}
 
 #: Tokens per update of a comparison written before the batch was a setting: one pass of
 #: the recipes' --max-tokens, as a run on the CPU or one GPU trained.
@@ -62,14 +73,44 @@ DEFAULT_CLEANING = Cleaning(min_len=1, max_len=250, max_ratio=1.5,
 
 
 @dataclass(frozen=True)
+class InitFrom:
+    """``--init-from``: the trained checkpoint every row starts from, converted to the row's
+    encoding (:mod:`.init_from`), as read before any work."""
+
+    path: str  # resolved
+    sha256: str
+    model: str  # transformer (fairseq's) or transformer_posenc (the plugin's)
+    architecture: Optional[str]  # its --arch, where it records one
+    encoding: str  # its encodings, as the plugin's tag names them: NAME or ENCODER/DECODER
+    updates: int  # the updates it was trained for
+    #: its model flags beside ``--arch transformer_posenc``, its encodings' aside
+    flags: tuple[str, ...]
+    #: a plugin checkpoint's values of its encodings' options, ``(name, value)``, which a
+    #: row of an encoding with that option takes, as a conversion carries them over
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def describe(self) -> str:
+        """``PATH (sha256 ...; its encoding, updates)``, a rerun's difference."""
+        return (f"{self.path} (sha256 {self.sha256[:12]}..., {self.encoding}, {self.updates} "
+                "updates)")
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "InitFrom":
+        return cls(**{**obj, "flags": tuple(obj["flags"]),
+                      "options": tuple(tuple(o) for o in obj.get("options", ()))})
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything that decides what a run computes (see the module docstring)."""
 
     data: str  # --data, resolved
     source_lang: str
     target_lang: str
-    arch_prefix: str  # architectures are ARCH_PREFIX_ENCODING
-    recipe: tuple[str, ...]  # RECIPES[size], or () with --arch-prefix
+    #: architectures are ARCH_PREFIX_ENCODING; under --init-from every row's architecture,
+    #: transformer_posenc
+    arch_prefix: str
+    recipe: tuple[str, ...]  # RECIPES[size]; under --init-from the fine-tuning recipe
     train_args: tuple[str, ...]  # --train-args, split as a shell would
     max_update: Optional[int]
     max_epoch: Optional[int]
@@ -94,6 +135,8 @@ class Settings:
     #: --user-dir: the user's own fairseq --user-dir (their encodings), absolute; every
     #: fairseq command gets it instead of the plugin's directory. None: the plugin's
     user_dir: Optional[str] = None
+    #: --init-from: the checkpoint every row is fine-tuned from; None: from scratch
+    init_from: Optional[InitFrom] = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -101,13 +144,13 @@ class Settings:
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "Settings":
         fields = {f.name for f in dataclasses.fields(cls)}
-        # written before --train-max-len, --batch-tokens, --until-converged or --user-dir
-        # existed; "launch" records how the runs were split over GPUs, not what they
-        # compute, and "rows" each row's definition (:func:`read_rows`)
+        # written before --train-max-len, --batch-tokens, --until-converged, --user-dir or
+        # --init-from existed; "launch" records how the runs were split over GPUs, not what
+        # they compute, and "rows" each row's definition (:func:`read_rows`)
         obj = {"train_max_len": None, "batch_tokens": EARLIER_BATCH_TOKENS,
                "until_converged": False, "patience": None, "validate_every": None,
-               "user_dir": None, **{k: v for k, v in obj.items()
-                                    if k not in ("launch", "rows")}}
+               "user_dir": None, "init_from": None,
+               **{k: v for k, v in obj.items() if k not in ("launch", "rows")}}
         unknown = set(obj) - fields
         if unknown or fields - set(obj):
             raise ValueError(f"settings.json has fields {sorted(obj)}, expected "
@@ -116,6 +159,8 @@ class Settings:
         values["cleaning"] = Cleaning(**obj["cleaning"])
         for name in ("recipe", "train_args", "tests"):
             values[name] = tuple(obj[name])
+        if obj["init_from"] is not None:
+            values["init_from"] = InitFrom.from_json(obj["init_from"])
         return cls(**values)
 
     def fairseq_train_flags(self) -> list[str]:
@@ -142,9 +187,17 @@ def last_flag(flags: Sequence[str], name: str) -> Optional[str]:
 
 
 def differences(old: Settings, new: Settings) -> list[str]:
-    """``name: X before, Y now`` for every setting that differs."""
+    """``name: X before, Y now`` for every setting that differs (the checkpoint of
+    ``--init-from`` by its path, SHA-256, encoding and updates, or ``none``)."""
     a, b = old.to_json(), new.to_json()
-    return [f"{name}: {a[name]!r} before, {b[name]!r} now" for name in a if a[name] != b[name]]
+
+    def shown(settings: Settings, name: str, value: Any) -> str:
+        if name != "init_from":
+            return repr(value)
+        return settings.init_from.describe() if settings.init_from else "none (from scratch)"
+
+    return [f"{name}: {shown(old, name, a[name])} before, {shown(new, name, b[name])} now"
+            for name in a if a[name] != b[name]]
 
 
 def read(path: Path) -> Optional[Settings]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ..experiment.checkpoints import interval_flags
-from .settings import Settings, last_flag
+from .settings import FINETUNE, Settings, last_flag
 
 #: Validations per run under ``--max-update`` (every ``U // VALIDATIONS`` updates).
 VALIDATIONS = 20
@@ -39,8 +39,9 @@ PATIENCE = 5
 #: ``--validate-every``'s default per size, in updates: the tiny recipe's run reaches its
 #: plateau in a few thousand updates on a corpus of tens of thousands of pairs; the base
 #: recipe's update is 8 times the batch, and a validation of a WMT test set costs about as
-#: much as 100 of its updates on one GPU.
-VALIDATE_EVERY = {"tiny": 100, "base": 1000}
+#: much as 100 of its updates on one GPU; ``--init-from``'s fine-tuning starts from a
+#: trained model and is short: as often as the tiny recipe.
+VALIDATE_EVERY = {"tiny": 100, "base": 1000, FINETUNE: 100}
 #: An interval in epochs that no training reaches (fairseq's "never").
 NEVER = 1_000_000_000
 

@@ -22,7 +22,9 @@ time from whatever has finished. Per split and encoding:
   (:mod:`.extrapolation`).
 
 A row is an encoding, a pair or a labelled row (:mod:`.rows`): ``rows`` records each one's
-encoder, decoder and own flags. An inference-time variant (:mod:`.variants`) is a row of
+encoder, decoder and own flags. Under ``--init-from``, ``init_from`` records the checkpoint
+every row was fine-tuned from (:func:`.init_from.record`), and ``architectures`` each row's
+model flags beside ``transformer_posenc``. An inference-time variant (:mod:`.variants`) is a row of
 its own, after the encodings'.
 """
 
@@ -36,10 +38,10 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..evaluation import ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, chrf_bootstrap
 from ..experiment.trainlog import history
 from ..textprep.files import read_lines, write_text_atomic
-from . import budget, convergence, extrapolation, length_bins, placement
+from . import budget, convergence, extrapolation, init_from, length_bins, placement
 from .data import Corpus, source_lengths
 from .execute import METRIC
-from .plan import Run, arch, runs as plan_runs
+from .plan import Run, architecture, runs as plan_runs
 from .rows import of as rows_of
 from ..experiment.translate import BEAM, LENPEN
 from .settings import Settings
@@ -173,7 +175,9 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "baseline": baseline, "metric": f"sacreBLEU {METRIC} BLEU (13a) and chrF2",
         "decoding": f"beam {BEAM}, length penalty {LENPEN} (fairseq's L^{LENPEN})",
         "checkpoint_rule": settings.checkpoint,
-        "architectures": {e: arch(settings, e) for e in encodings},
+        "architectures": {e: architecture(settings, e) for e in encodings},
+        # --init-from: the checkpoint every row was fine-tuned from (None from scratch)
+        "init_from": init_from.record(settings.init_from),
         # each row's encoder, decoder and own flags (:mod:`.rows`)
         "rows": {str(e): rows_of(e).to_json() for e in encodings},
         "significance": {"test": "sacreBLEU paired bootstrap", "resamples": N_RESAMPLES,
