@@ -68,7 +68,8 @@ from .settings import Settings
 #: fairseq-train settings that a comparison decides for every run: how.
 DECIDED = {
     "seed": "run k of every encoding trains with seed k (--seeds)",
-    "arch": "each run trains PREFIX_ENCODING (--size or --arch-prefix)",
+    "arch": "each run trains PREFIX_ENCODING (--size or --arch-prefix), or under "
+            "--init-from the checkpoint's architecture",
     **dict.fromkeys(("pos_encoding", "encoder_pos_encoding", "decoder_pos_encoding"),
                     "each row's encodings are its --encodings value (ENCODER/DECODER: an "
                     "encoding per stack)"),
