@@ -90,7 +90,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if early:
         p.error(f"give IN and OUT first, then the encodings' options ({' '.join(early)} "
                 "came before them): posenc-convert IN OUT --pos-encoding NAME [OPTIONS]")
-    logging.getLogger("fairseq").setLevel(logging.WARNING)  # its import-time notices
+    fairseq_log = logging.getLogger("fairseq")
+    level = fairseq_log.level
+    fairseq_log.setLevel(logging.WARNING)  # its import-time notices, not the caller's setting
+    try:
+        return _convert(known, extra)
+    finally:
+        fairseq_log.setLevel(level)
+
+
+def _convert(known: argparse.Namespace, extra: Sequence[str]) -> int:
+    """The conversion of the parsed command line, and what it prints."""
     from fairseq_posenc.plugin.convert import ConversionError, check_output, convert, save
     from fairseq_posenc.plugin.model_flags import encoding_flags
 

@@ -121,3 +121,15 @@ def test_an_encoding_option_before_in_and_out_is_refused_not_read_as_in(tmp_path
                           "--t5-num-buckets", "8"], capsys)
     assert code == 0, err
     assert load(tmp_path / "out.pt")["cfg"]["model"].t5_num_buckets == 8
+
+
+def test_a_conversion_in_process_leaves_fairseqs_log_level_as_it_was(tmp_path, capsys):
+    import logging
+
+    write_stock(tmp_path / "stock.pt")
+    fairseq_log = logging.getLogger("fairseq")
+    before = fairseq_log.level
+    code, _, err = run([tmp_path / "stock.pt", tmp_path / "out.pt", "--pos-encoding", "t5"],
+                       capsys)
+    assert code == 0, err
+    assert fairseq_log.level == before
