@@ -10,22 +10,21 @@ fairseq.
 Logits ``c_ij * s_ij + b_ij``: ``c_ij = q_i.k_j`` (``q`` scaled) or a term's replacement,
 ``s_ij`` a factor by distance, ``b_ij`` additive terms and masks; output ``softmax(e) v``
 plus any value term. :func:`~fairseq_posenc.core.attention_plan.plan_attention` picks one path
-per call from the terms' declarations, and :meth:`PositionalAttentionCore.attend` runs it:
-fused SDPA (``LOW_RANK`` terms as extra q, k dimensions: :func:`concat_low_rank`), the
-fused distance kernels of :mod:`fairseq_posenc.core.kernels.distance`, the explicit path, or a
-decoding step (:meth:`PositionalAttentionCore._decode_step`); the same numbers up to
-rounding.
+per call from the terms' declarations, and :meth:`PositionalAttentionCore.attend` runs it,
+one method per path: SDPA with a float mask (low-rank terms as extra q, k dimensions:
+:func:`concat_low_rank`), the fused distance kernel, the explicit logits, or a decoding
+step; the same numbers up to rounding. What each term does on a path is its kind's hook
+(:mod:`fairseq_posenc.core.encodings.kinds`: ``add_to_logits``, ``transform_qk``, ...);
+nothing here asks what kind a term is.
 
-The incremental cache of a layer is a dict in fairseq's layout (``prev_key``/``prev_value``
-as ``(B, H, len, d_h)``, ``prev_key_padding_mask`` ``(B, len)``, True at padding), which
-beam search reorders along its first dimension; queries are the last ``q_len`` of
-``k_len`` positions, ``q_offset = k_len - q_len``. Which kind takes which path:
-``docs/architecture.md``; why: ``docs/decisions.md``.
+The layer's decoding state is its incremental cache (:mod:`.layer_cache`); queries are the
+last ``q_len`` of ``k_len`` positions, ``q_offset = k_len - q_len``. Which kind takes which
+path: ``docs/architecture.md``; why: ``docs/decisions.md``.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -40,17 +39,25 @@ from .attention_plan import (
     Plan,
     plan_attention,
 )
-from .context import KernelFamily, PositionContext, PositionScope
-from .encodings import outputs
+from .context import PositionContext, PositionScope
 from .encodings.base import PositionEncoding
-from .encodings.kinds import PositionKind
-from .encodings.terms import low_rank_bias, low_rank_operands
-from .gate_sums import gate_dimensions, read_gates, step_gate_bias, with_gate_bias
+from .encodings.kinds import LogitTerms, Operands
+from .encodings.gate_sums import read_gates
+from .layer_cache import Buffer, cached_length, extend_cache, has_padding
 
-__all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "concat_low_rank"]
+__all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "cached_length",
+           "concat_low_rank"]
 
-#: A layer's incremental cache: ``prev_key``, ``prev_value``, ``prev_key_padding_mask``.
-Buffer = Dict[str, Optional[Tensor]]
+
+class Prepared(NamedTuple):
+    """A full call's operands after projections, rotations and the cache."""
+
+    #: What the terms read (``padding``: the self-attention input's, cache included).
+    a: Operands
+    v: Tensor
+    #: The keys' padding (None for keys projected along the sequence: all real).
+    key_padding_mask: Optional[Tensor]
+    causal: bool
 
 
 def _unattended_queries(key_padding_mask: Tensor,
@@ -74,100 +81,31 @@ def _softmax(logits: Tensor) -> Tensor:
     return probs if probs.dtype == logits.dtype else probs.to(logits.dtype)
 
 
-def cached_length(saved: Optional[Buffer]) -> int:
-    """Positions already in a layer's incremental buffer (None: not decoding)."""
-    prev_key = None if saved is None else saved.get("prev_key")
-    return 0 if prev_key is None else prev_key.size(2)
-
-
-def _append_padding(prev: Optional[Tensor], new: Optional[Tensor], batch: int,
-                    prev_len: int, new_len: int) -> Optional[Tensor]:
-    """The cache's padding mask after a call: ``prev`` (``(B, prev_len)``) then ``new``
-    (``(B, new_len)``), False (a real token) for the side that has none."""
-    if prev is None and new is None:
-        return None
-    device = (prev if prev is not None else new).device
-    if prev is None:
-        prev = torch.zeros(batch, prev_len, dtype=torch.bool, device=device)
-    if new is None:
-        new = torch.zeros(batch, new_len, dtype=torch.bool, device=device)
-    return torch.cat([prev.to(torch.bool), new.to(torch.bool)], dim=1)
-
-
-def _additive_term(term: PositionEncoding, q: Tensor, k: Tensor, tgt_len: int, src_len: int,
-                   q_offset: int, padding_mask: Optional[Tensor],
-                   ctx: PositionContext) -> Optional[Tensor]:
-    """What an additive term adds to the logits, ``(B or 1, H or 1, q, k)``, checked
-    against what its kind documents (:mod:`.encodings.outputs`); None for the kinds that
-    add nothing there (rotations). ``padding_mask``: the padding of the self-attention
-    input, cache included."""
-    kind = term.kind
-    sizes = (q.size(0), q.size(1), tgt_len, src_len)
-    if kind is PositionKind.DISTANCE_BIAS:
-        return outputs.DISTANCE_TERM.check(
-            term, term.expanded(tgt_len, src_len, q_offset, ctx), sizes)
-    if kind is PositionKind.PAIR_BIAS:
-        return outputs.PAIR_BIAS.check(
-            term, term.pair_bias(tgt_len, src_len, q_offset, padding_mask, ctx), sizes)
-    if kind is PositionKind.LOW_RANK:
-        return outputs.LOW_RANK_TERM.check(
-            term, low_rank_bias(term, tgt_len, src_len, q_offset, padding_mask, ctx), sizes)
-    if kind in (PositionKind.CONTENT_BIAS, PositionKind.PROBABILITIES):
-        return outputs.LOGIT_BIAS.check(term, term.logit_bias(q, k, q_offset, ctx), sizes)
-    if kind is PositionKind.PROJECTION:
-        return outputs.PROJECTED_BIAS.check(
-            term, term.projected_bias(tgt_len, padding_mask, ctx), sizes)
-    return None
-
-
-def _projected_input(term: PositionEncoding, x: Tensor, key_padding_mask: Optional[Tensor],
-                     ctx: PositionContext) -> Tensor:
-    """``term.project_sequence``, checked: ``(k_len', B, C)`` from ``x`` (``(T, B, C)``)."""
-    return outputs.PROJECTED_INPUT.check(term, term.project_sequence(x, key_padding_mask, ctx),
-                                         (None, x.size(1), x.size(2)))
-
-
-def _value_term(term: PositionEncoding, probs: Tensor, q_offset: int, ctx: PositionContext,
-                head_dim: int) -> Tensor:
-    """``term.value_term``, checked: ``(B, H, q_len, d_h)`` from the probabilities."""
-    return outputs.VALUE_TERM.check(term, term.value_term(probs, q_offset, ctx),
-                                    (*probs.shape[:3], head_dim))
-
-
-def _logit_terms(
-    terms: Sequence[PositionEncoding], q: Tensor, k: Tensor, tgt_len: int, src_len: int,
-    q_offset: int, padding_mask: Optional[Tensor], ctx: PositionContext,
-    skip: Sequence[PositionEncoding] = (), by_rows: Sequence[PositionEncoding] = (),
-) -> tuple[Optional[Tensor], Optional[Tensor], Optional[Tensor]]:
-    """What ``terms`` (but ``skip``) do to the logits: ``content`` replacing ``q.k``, a
-    ``scale`` multiplying the content logits and an additive ``bias``; None where no term
-    has one. ``q`` is scaled; ``padding_mask`` as for :func:`_additive_term`; ``by_rows``:
-    terms that one query reads as products by distance
-    (:attr:`.attention_plan.Plan.one_query_rows`)."""
-    content: Optional[Tensor] = None
-    scale: Optional[Tensor] = None
-    bias: Optional[Tensor] = None
-    sizes = (q.size(0), q.size(1), tgt_len, src_len)  # of the logits
+def logit_terms(terms: Sequence[PositionEncoding], a: Operands,
+                skip: Sequence[PositionEncoding] = ()) -> LogitTerms:
+    """What ``terms`` (but ``skip``, the concatenated ones) do to the logits of the call
+    ``a``, each through its kind's ``add_to_logits``."""
+    logits = LogitTerms()
     for term in terms:
-        if term in skip:
-            continue
-        kind = term.kind
-        if kind is PositionKind.DISTANCE_SCALE:
-            factor = outputs.DISTANCE_TERM.check(
-                term, term.expanded(tgt_len, src_len, q_offset, ctx), sizes)
-            scale = factor if scale is None else scale * factor
-            continue
-        if kind is PositionKind.CONTENT_LOGITS:
-            content = outputs.CONTENT_LOGITS.check(
-                term, term.content_logits(q, k, q_offset, ctx), sizes)
-            continue
-        if term in by_rows:  # one query (a decoding step): products, no gather
-            content = term.distance_rows(q, k, q_offset, ctx).one_query_logits(k, q_offset)
-            continue
-        add = _additive_term(term, q, k, tgt_len, src_len, q_offset, padding_mask, ctx)
-        if add is not None:
-            bias = add if bias is None else bias + add
-    return content, scale, bias
+        if term not in skip:
+            term.applies_as.add_to_logits(term, logits, a)
+    return logits
+
+
+def _masked(bias: Optional[Tensor], attn_mask: Optional[Tensor],
+            key_padding_mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
+    """The float mask: the terms' ``bias``, the caller's ``attn_mask`` and ``-inf`` at the
+    keys' padding, in ``dtype``."""
+    mask = bias
+    if attn_mask is not None:
+        mask = attn_mask.to(dtype) if mask is None else mask + attn_mask.to(dtype)
+    if key_padding_mask is not None:
+        pad = key_padding_mask.to(torch.bool).view(key_padding_mask.size(0), 1, 1, -1)
+        mask = (torch.zeros_like(pad, dtype=dtype) if mask is None else mask)
+        mask = mask.masked_fill(pad, float("-inf"))
+    if mask is not None and mask.dtype != dtype:
+        mask = mask.to(dtype)
+    return mask
 
 
 def concat_low_rank(q: Tensor, k: Tensor,
@@ -187,6 +125,14 @@ def concat_low_rank(q: Tensor, k: Tensor,
         qs.append(q.new_zeros(batch, heads, q.size(2), extra))
         ks.append(k.new_zeros(batch, heads, k.size(2), extra))
     return torch.cat(qs, dim=-1), torch.cat(ks, dim=-1)
+
+
+def _concatenated(plan: Plan, a: Operands) -> tuple[Tensor, Tensor]:
+    """``q`` and ``k`` with the plan's concatenated terms as extra dimensions."""
+    if not plan.concatenated:
+        return a.q, a.k
+    return concat_low_rank(a.q, a.k, [t.applies_as.extra_dimensions(t, a)
+                                      for t in plan.concatenated])
 
 
 class PositionalAttentionCore:
@@ -237,13 +183,11 @@ class PositionalAttentionCore:
         positions = self._positions
         ctx: PositionContext = positions.scope.context
         tgt_len, bsz, _ = query.shape
-        cached = cached_length(saved)
         need_weights = need_weights or need_head_weights
         plan = plan_attention(positions, Call(
-            query.device, query.dtype, tgt_len, cached + tgt_len,
+            query.device, query.dtype, tgt_len, cached_length(saved) + tgt_len,
             causal=attn_mask is not None,
-            padding=key_padding_mask is not None or (
-                saved is not None and saved.get("prev_key_padding_mask") is not None),
+            padding=key_padding_mask is not None or has_padding(saved),
             dropout=self._dropout_p() > 0, need_weights=need_weights,
             incremental=saved is not None, grad=torch.is_grad_enabled(),
             chosen_positions=ctx.positions is not None,
@@ -251,93 +195,15 @@ class PositionalAttentionCore:
         if plan.path is Path.STEP:
             assert saved is not None
             return self._decode_step(query, saved, positions, ctx, plan), None
-        # INPUT_GATES terms read this call's input, their sums extend the cache.
-        gates = read_gates(positions.gates, query, key_padding_mask, saved, self.num_heads)
-
-        def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
-            return x.reshape(x.size(0), bsz, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-
-        # Absolute terms count the positions of the self-attention input's real tokens.
-        input_padding_mask = key_padding_mask
-        kv_input = query
-        for term in positions.projections:
-            kv_input = _projected_input(term, query, key_padding_mask, ctx)
-            key_padding_mask = None  # projections over real tokens: none is padding
-        q = split_heads(self.q_proj(query))
-        k = split_heads(self.k_proj(kv_input))
-        v = split_heads(self.v_proj(kv_input))
-        q, k = self._scaled_and_rotated(q, k, cached, positions, ctx)
-        if saved is not None:
-            k, v, key_padding_mask = self._extend_cache(saved, k, v, key_padding_mask)
-            input_padding_mask = key_padding_mask
-        src_len = k.size(2)
-        q_offset = src_len - tgt_len
-
-        def concatenate(q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-            """``[q, P_Q ...]``, ``[k, P_K ...]`` for the concatenated low-rank terms."""
-            return concat_low_rank(q, k, [
-                gate_dimensions(gates[t], self.num_heads, tgt_len, q.dtype) if t in gates
-                else low_rank_operands(t, tgt_len, src_len, q_offset, input_padding_mask, ctx)
-                for t in plan.concatenated])
-
-        if plan.path is Path.FUSED_DISTANCE:
-            if plan.concatenated:  # TUPE-R's low-rank part (never beside Shaw's rows)
-                q, k = concatenate(q, k)
-            out = self._fused_distance(plan, q, k, v, tgt_len, src_len, q_offset,
-                                       key_padding_mask, attn_mask is not None, ctx)
-            out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
-            return self.out_proj(out), None
-
-        content, scale, mask = _logit_terms(positions.terms, q, k, tgt_len, src_len,
-                                            q_offset, input_padding_mask, ctx,
-                                            skip=plan.concatenated,
-                                            by_rows=plan.one_query_rows)
-        mask = with_gate_bias(mask, gates, plan.concatenated, self.num_heads, tgt_len)
-        if attn_mask is not None:
-            mask = attn_mask.to(q.dtype) if mask is None else mask + attn_mask.to(q.dtype)
-        if key_padding_mask is not None:
-            pad = key_padding_mask.to(torch.bool).view(bsz, 1, 1, src_len)
-            mask = (torch.zeros_like(pad, dtype=q.dtype) if mask is None else mask)
-            mask = mask.masked_fill(pad, float("-inf"))
-        if mask is not None and mask.dtype != q.dtype:
-            mask = mask.to(q.dtype)
-
+        p = self._prepare(query, key_padding_mask, attn_mask is not None, saved, plan, ctx)
         probs: Optional[Tensor] = None
-        if plan.path is Path.EXPLICIT:
-            logits = torch.matmul(q, k.transpose(-1, -2)) if content is None else content
-            if scale is not None:
-                logits = logits * scale.to(q.dtype)
-            if mask is not None:
-                logits = logits + mask
-            # A query that sees only padding (a left-padded target's padding under the causal
-            # mask) attends to nothing, as in the fused kernels: zeros, where a softmax over
-            # -inf alone would give NaN, and NaN gradients to every bias.
-            unattended = (None if key_padding_mask is None
-                          else _unattended_queries(key_padding_mask, attn_mask))
-            if unattended is not None:
-                logits = logits.masked_fill(unattended, 0.0)
-            probs = _softmax(logits)
-            if unattended is not None:
-                probs = probs.masked_fill(unattended, 0.0)
-            dropped = self._attention_dropout(probs)
-            out = torch.matmul(dropped, v)
-            for term in positions.on_probabilities:
-                out = out + _value_term(term, dropped, q_offset, ctx, self.head_dim)
+        if plan.path is Path.FUSED_DISTANCE:
+            out = self._fused_path(plan, p)
+        elif plan.path is Path.SDPA:
+            out = self._sdpa_path(plan, p, attn_mask)
         else:
-            if plan.concatenated:
-                q, k = concatenate(q, k)
-            if mask is not None and mask.dim() < 4:
-                mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
-            out = F.scaled_dot_product_attention(
-                q,
-                k,
-                v,
-                attn_mask=mask,
-                dropout_p=self._dropout_p(),
-                scale=1.0,  # q is already scaled, as the position terms expect
-            )
+            out, probs = self._explicit_path(plan, p, attn_mask)
         out = self.out_proj(out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim))
-
         weights: Optional[Tensor] = None
         if need_weights and probs is not None:
             weights = probs.transpose(0, 1)  # (H, B, q, k), fairseq's per-head layout
@@ -345,40 +211,85 @@ class PositionalAttentionCore:
                 weights = weights.mean(dim=0)
         return out, weights
 
-    def _fused_distance(self, plan: Plan, q: Tensor, k: Tensor, v: Tensor,
-                        tgt_len: int, src_len: int, q_offset: int,
-                        key_padding_mask: Optional[Tensor], causal: bool,
-                        ctx: PositionContext) -> Tensor:
-        """The attention with the plan's term in the fused distance kernel, ``(B, H, q,
-        d_h)``; ``q`` and ``k`` carry any concatenated low-rank dimensions already.
-        Attention dropout is the kernel's own: the same distribution as the explicit
-        path's, its mask drawn inside the tiles
-        (:func:`~fairseq_posenc.core.kernels.distance.dropout_keep`)."""
-        from .kernels.distance import (
-            clipped_relative_attention,
-            distance_attention,
-            distance_rows_attention,
-        )
+    def _prepare(self, query: Tensor, key_padding_mask: Optional[Tensor], causal: bool,
+                 saved: Optional[Buffer], plan: Plan, ctx: PositionContext) -> Prepared:
+        """The operands of a full call: the terms that read the input read it (gates, a
+        projection along the sequence), the heads split, queries scaled and rotated, the
+        cache extended."""
+        positions, bsz, heads = self._positions, query.size(1), self.num_heads
+        # INPUT_GATES terms read this call's input, their sums extend the cache.
+        gates = read_gates(positions.gates, query, key_padding_mask, saved, heads)
 
-        term, dropout_p = plan.fused, self._dropout_p()
-        if plan.family is KernelFamily.ROWS:  # Transformer-XL, Huang 4: products by distance
-            rows = term.distance_rows(q, k, q_offset, ctx)
-            return distance_rows_attention(rows.q_content, k, v, rows.query, rows.r_lo,
-                                           q_offset, key_padding_mask, causal, rows.key,
-                                           dropout_p)
-        if plan.family is KernelFamily.CLIPPED:  # Shaw: rows per query, values by distance
-            key_rows, value_table, r_lo = term.clipped_tables(q)
-            out, by_distance = clipped_relative_attention(
-                q, k, v, key_rows, r_lo, q_offset, key_padding_mask, causal,
-                by_distance=value_table is not None, dropout_p=dropout_p)
-            if by_distance is not None:
-                out = out + by_distance.to(out.dtype) @ value_table
-            return out
-        table, r_lo = term.distance_table(tgt_len, src_len, q_offset, ctx)
-        return distance_attention(q, k, v, table, r_lo, q_offset, key_padding_mask,
-                                  causal=causal,
-                                  factor=plan.family is KernelFamily.DISTANCE_FACTOR,
-                                  dropout_p=dropout_p)
+        def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
+            return x.reshape(x.size(0), bsz, heads, self.head_dim).permute(1, 2, 0, 3)
+
+        # Absolute terms count the positions of the self-attention input's real tokens.
+        input_padding_mask, kv_input = key_padding_mask, query
+        for term in positions.projections:
+            kv_input = term.applies_as.keys_input(term, query, key_padding_mask, ctx)
+            key_padding_mask = None  # projections over real tokens: none is padding
+        q = split_heads(self.q_proj(query))
+        k = split_heads(self.k_proj(kv_input))
+        v = split_heads(self.v_proj(kv_input))
+        cached = cached_length(saved)
+        q, k = self._scaled_and_rotated(q, k, cached, positions, ctx)
+        if saved is not None:
+            k, v, key_padding_mask = extend_cache(saved, k, v, key_padding_mask)
+            input_padding_mask = key_padding_mask
+        a = Operands(q, k, query.size(0), k.size(2), k.size(2) - query.size(0),
+                     input_padding_mask, ctx, gates, plan.one_query_rows)
+        return Prepared(a, v, key_padding_mask, causal)
+
+    def _fused_path(self, plan: Plan, p: Prepared) -> Tensor:
+        """The plan's term in the fused distance kernel (its kind's ``fused_attention``),
+        ``(B, H, q, d_h)``, with any concatenated low-rank dimensions (TUPE-R's low-rank
+        part); attention dropout is the kernel's own."""
+        q, k = _concatenated(plan, p.a)
+        term = plan.fused
+        return term.applies_as.fused_attention(term, plan.family, q, k, p.v, p.a, p.causal,
+                                               self._dropout_p())
+
+    def _sdpa_path(self, plan: Plan, p: Prepared, attn_mask: Optional[Tensor]) -> Tensor:
+        """``F.scaled_dot_product_attention`` with the additive terms, the caller's mask and
+        the padding in its float mask, the concatenated terms as extra dimensions."""
+        bias = logit_terms(self._positions.terms, p.a, skip=plan.concatenated).bias
+        mask = _masked(bias, attn_mask, p.key_padding_mask, p.a.q.dtype)
+        q, k = _concatenated(plan, p.a)
+        if mask is not None and mask.dim() < 4:
+            mask = mask.view((1,) * (4 - mask.dim()) + mask.shape)
+        return F.scaled_dot_product_attention(
+            q, k, p.v, attn_mask=mask, dropout_p=self._dropout_p(),
+            scale=1.0)  # q is already scaled, as the position terms expect
+
+    def _explicit_path(self, plan: Plan, p: Prepared, attn_mask: Optional[Tensor]
+                       ) -> tuple[Tensor, Tensor]:
+        """Logits, softmax, dropout and ``p @ v`` written out, and the value terms; the
+        output ``(B, H, q, d_h)`` and the probabilities."""
+        a, key_padding_mask = p.a, p.key_padding_mask
+        terms = logit_terms(self._positions.terms, a)
+        mask = _masked(terms.bias, attn_mask, key_padding_mask, a.q.dtype)
+        logits = torch.matmul(a.q, a.k.transpose(-1, -2)) if terms.content is None \
+            else terms.content
+        if terms.scale is not None:
+            logits = logits * terms.scale.to(a.q.dtype)
+        if mask is not None:
+            logits = logits + mask
+        # A query that sees only padding (a left-padded target's padding under the causal
+        # mask) attends to nothing, as in the fused kernels: zeros, where a softmax over
+        # -inf alone would give NaN, and NaN gradients to every bias.
+        unattended = (None if key_padding_mask is None
+                      else _unattended_queries(key_padding_mask, attn_mask))
+        if unattended is not None:
+            logits = logits.masked_fill(unattended, 0.0)
+        probs = _softmax(logits)
+        if unattended is not None:
+            probs = probs.masked_fill(unattended, 0.0)
+        dropped = self._attention_dropout(probs)
+        out = torch.matmul(dropped, p.v)
+        for term in self._positions.on_probabilities:
+            out = out + term.applies_as.add_to_output(term, dropped, a.q_offset, a.ctx,
+                                                      self.head_dim)
+        return out, probs
 
     def _scaled_and_rotated(self, q: Tensor, k: Tensor, q_offset: int,
                             positions: AttachedPositions,
@@ -388,8 +299,7 @@ class PositionalAttentionCore:
         folds the scale into its own product."""
         q_scale = self.scaling * positions.content_scale
         for term in positions.rotations:
-            q, k = outputs.check_rotation(term, q, k,
-                                          term.rotate_qk(q, k, q_offset, ctx, q_scale))
+            q, k = term.applies_as.transform_qk(term, q, k, q_offset, ctx, q_scale)
             q_scale = 1.0
         if q_scale != 1.0:
             q = q * q_scale
@@ -423,75 +333,60 @@ class PositionalAttentionCore:
         v = self.v_proj(query).view(bsz, heads, 1, head_dim)
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
-        k, v, _ = self._extend_cache(saved, k, v, None)
+        k, v, _ = extend_cache(saved, k, v, None)
         gates = read_gates(positions.gates, query, None, saved, heads)
-        src_len = q_offset + 1
+        a = Operands(q, k, 1, q_offset + 1, q_offset, None, ctx, gates, plan.one_query_rows,
+                     step=True)
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
         # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the
         # product it adds to (baddbmm, addmm) instead of a product and a sum of its own.
         by_key: Optional[Tensor] = None
         value_rows: list[Tensor] = []
         for term in positions.by_key:
-            key_table, value_table = term.rows_by_key(q_offset, src_len, q.dtype, ctx)
+            key_table, value_table = term.rows_by_key(q_offset, a.k_len, q.dtype, ctx)
             product = torch.mm(q.view(rows, head_dim), key_table.t())
             by_key = product if by_key is None else by_key + product
             if value_table is not None:
                 value_rows.append(value_table)
-        content, scale, bias = _logit_terms(positions.step_terms, q, k, 1, src_len,
-                                            q_offset, None, ctx,
-                                            by_rows=plan.one_query_rows)
+        probs = self._attention_dropout(_softmax(self._step_logits(a, by_key)))
+        out = torch.bmm(probs.reshape(rows, 1, a.k_len), v.view(rows, a.k_len, head_dim))
+        for table in value_rows:
+            out = torch.addmm(out.view(rows, head_dim), probs.view(rows, a.k_len), table)
+        for term in positions.step_value_terms:
+            out = out + term.applies_as.add_to_output(
+                term, probs, q_offset, ctx, head_dim).reshape(rows, 1, head_dim)
+        return self.out_proj(out.view(1, bsz, self.embed_dim))
+
+    def _step_logits(self, a: Operands, by_key: Optional[Tensor]) -> Tensor:
+        """A decoding step's logits ``(B, H, 1, k_len)``: ``q.k`` (plus the rows by key) or
+        a term's replacement, its factors, and the terms' bias, the content-free terms
+        summed once per step for the layers that share them (``docs/decisions.md``,
+        "Decoding steps")."""
+        positions, q = self._positions, a.q
+        bsz, heads, _, head_dim = q.shape
+        rows, src_len = bsz * heads, a.k_len
+        terms = logit_terms(positions.step_terms, a)
         if positions.content_free:
             def step_bias() -> Tensor:
-                total = _logit_terms(positions.content_free, q, k, 1, src_len, q_offset,
-                                     None, ctx)[2]
+                total = logit_terms(positions.content_free, a).bias
                 assert total is not None  # content-free kinds are additive
                 return total if total.dtype == q.dtype else total.to(q.dtype)
 
-            # Layers that share the terms (the same modules) read one sum per step
-            # (docs/decisions.md, "Decoding steps").
-            free = ctx.latest(positions.content_free, "step bias", (q_offset, q.dtype),
-                              step_bias)
-            bias = free if bias is None else bias + free
-        for sums in gates.values():  # c_i - c_j read from the cached sums
-            add = step_gate_bias(sums, heads)
-            bias = add if bias is None else bias + add
-        if content is None:
+            terms.add(a.ctx.latest(positions.content_free, "step bias", (a.q_offset, q.dtype),
+                                   step_bias))
+        if terms.content is None:
             q_rows = q.view(rows, 1, head_dim)
-            k_rows = k.view(rows, src_len, head_dim).transpose(1, 2)
+            k_rows = a.k.view(rows, src_len, head_dim).transpose(1, 2)
             logits = (torch.bmm(q_rows, k_rows) if by_key is None
                       else torch.baddbmm(by_key.view(rows, 1, src_len), q_rows, k_rows))
             logits = logits.view(bsz, heads, 1, src_len)
         else:
-            logits = content
+            logits = terms.content
             if by_key is not None:
                 logits = logits + by_key.view(bsz, heads, 1, src_len)
-        if scale is not None:
-            logits = logits * scale.to(logits.dtype)
+        if terms.scale is not None:
+            logits = logits * terms.scale.to(logits.dtype)
+        bias = terms.bias
         if bias is not None:
             logits = logits + (bias if bias.dtype == logits.dtype else bias.to(logits.dtype))
-        probs = self._attention_dropout(_softmax(logits))
-        out = torch.bmm(probs.reshape(rows, 1, src_len), v.view(rows, src_len, head_dim))
-        for table in value_rows:
-            out = torch.addmm(out.view(rows, head_dim), probs.view(rows, src_len), table)
-        for term in positions.step_value_terms:
-            out = out + _value_term(term, probs, q_offset, ctx, head_dim).reshape(rows, 1, head_dim)
-        return self.out_proj(out.view(1, bsz, self.embed_dim))
-
-    @staticmethod
-    def _extend_cache(saved: Buffer, k: Tensor, v: Tensor,
-                      key_padding_mask: Optional[Tensor],
-                      ) -> Tuple[Tensor, Tensor, Optional[Tensor]]:
-        """Append this call's keys and values (and padding) to the layer's cache
-        ``saved``, in place; the keys, values and padding mask of every cached
-        position."""
-        prev_key, prev_value = saved.get("prev_key"), saved.get("prev_value")
-        prev_len = 0 if prev_key is None else prev_key.size(2)
-        if prev_key is not None and prev_value is not None:
-            k = torch.cat([prev_key, k], dim=2)
-            v = torch.cat([prev_value, v], dim=2)
-        key_padding_mask = _append_padding(saved.get("prev_key_padding_mask"),
-                                           key_padding_mask, k.size(0), prev_len,
-                                           k.size(2) - prev_len)
-        saved["prev_key"], saved["prev_value"] = k, v
-        saved["prev_key_padding_mask"] = key_padding_mask
-        return k, v, key_padding_mask
+        return logits

@@ -1,7 +1,8 @@
 """Which computation one self-attention call gets: a plan made from declarations alone.
 
-Each term declares its kind (:class:`~fairseq_posenc.core.encodings.kinds.PositionKind`) and
-how it can run fused (:attr:`~fairseq_posenc.core.encodings.base.PositionEncoding.fused_kernel`, a
+Each term declares its kind (its ``applies_as``, whose
+:class:`~fairseq_posenc.core.encodings.kinds.KindFacts` the planner reads) and how it can run
+fused (:attr:`~fairseq_posenc.core.encodings.base.PositionEncoding.fused_kernel`, a
 :class:`~fairseq_posenc.core.context.FusedKernel`). :func:`plan_attention` reads those, the
 layer's kernel switches and what the call is (:class:`Call`: device, dtype, lengths,
 causality, dropout, weights asked, a decoding step, autograd, positions chosen per
@@ -24,15 +25,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Optional, Sequence
 import torch
 
 from .context import FusedKernel, KernelFamily, PositionScope
-from .encodings.kinds import (
-    ADDITIVE,
-    CONTENT_FREE,
-    MASK_SIZED,
-    NEEDS_LOGITS,
-    READS_CONTENT,
-    PositionKind,
-    built_refusal,
-)
+from .encodings.kinds import KindFacts, built_refusal
 from .encodings.outputs import term_name
 from . import kernels
 from .kernels import Verifier
@@ -66,6 +59,11 @@ DISTANCE_FAMILIES = frozenset({KernelFamily.DISTANCE, KernelFamily.DISTANCE_FACT
                                KernelFamily.CAUSAL_EXTRA_DIMENSIONS})
 
 
+def facts_of(term: "PositionEncoding") -> KindFacts:
+    """What ``term``'s kind declares (:attr:`~.encodings.base.PositionEncoding.applies_as`)."""
+    return term.applies_as.facts
+
+
 def family_of(term: "PositionEncoding") -> Optional[KernelFamily]:
     """The kernel family ``term`` declares, or None."""
     fused: Optional[FusedKernel] = term.fused_kernel
@@ -95,7 +93,7 @@ class AttachedPositions:
     by_key: tuple = ()
     #: :attr:`KernelFamily.ROWS` terms: one query reads their products by distance.
     by_rows: tuple = ()
-    #: Two or more terms whose step row depends on positions only (:data:`CONTENT_FREE`;
+    #: Two or more terms whose step row depends on positions only (``content_free``;
     #: a step has no padding; TUPE-R's): summed once per decoding step for the layers
     #: that share them. One such term reads its own cached row (a ``narrow``): cheaper
     #: than looking up a sum where layers have their own tables (``diet_rel``;
@@ -105,11 +103,13 @@ class AttachedPositions:
     content_free: tuple = ()
     step_terms: tuple = ()
     step_value_terms: tuple = ()
-    #: Terms that add a ``len x len`` tensor or need the logits (:data:`MASK_SIZED`,
-    #: :data:`NEEDS_LOGITS`).
+    #: Terms that add a ``len x len`` tensor or need the logits (``mask_sized``,
+    #: ``needs_logits``).
     sized: tuple = ()
-    #: Whether a term needs the logits written out (:data:`NEEDS_LOGITS`).
+    #: Whether a term needs the logits written out (``needs_logits``).
     needs_logits: bool = False
+    #: Terms that add to the float mask (``additive``).
+    additive: tuple = ()
 
     @classmethod
     def of(cls, encoding, scope: PositionScope, extra_terms: Sequence = ()) -> "AttachedPositions":
@@ -124,28 +124,27 @@ class AttachedPositions:
             if refusal is not None:
                 raise TypeError(f"{term_name(term)} {refusal}")
 
-        def of_kind(*kinds: PositionKind) -> tuple:
-            return tuple(t for t in terms if t.kind in kinds)
+        def having(fact: str) -> tuple:
+            return tuple(t for t in terms if getattr(facts_of(t), fact))
 
         def of_family(family: KernelFamily) -> tuple:
             return tuple(t for t in terms if family_of(t) is family)
 
         by_key = of_family(KernelFamily.CLIPPED)
-        content_free = of_kind(*CONTENT_FREE)
+        content_free = having("content_free")
         if len(content_free) < 2:
             content_free = ()
         step_terms = tuple(t for t in terms if t not in by_key and t not in content_free)
+        on_probabilities = having("adds_to_output")
         return cls(encoding, terms, scope,
-                   projections=of_kind(PositionKind.PROJECTION),
-                   rotations=of_kind(PositionKind.ROTATION),
-                   gates=of_kind(PositionKind.INPUT_GATES),
-                   on_probabilities=of_kind(PositionKind.PROBABILITIES),
+                   projections=having("projects_keys"), rotations=having("transforms_qk"),
+                   gates=having("reads_input"), on_probabilities=on_probabilities,
                    by_key=by_key, by_rows=of_family(KernelFamily.ROWS),
                    content_free=content_free, step_terms=step_terms,
-                   step_value_terms=tuple(t for t in step_terms
-                                          if t.kind is PositionKind.PROBABILITIES),
-                   sized=of_kind(*(MASK_SIZED | NEEDS_LOGITS)),
-                   needs_logits=bool(of_kind(*NEEDS_LOGITS)))
+                   step_value_terms=tuple(t for t in step_terms if t in on_probabilities),
+                   sized=tuple(t for t in terms
+                               if facts_of(t).mask_sized or facts_of(t).needs_logits),
+                   needs_logits=bool(having("needs_logits")), additive=having("additive"))
 
     @property
     def content_scale(self) -> float:
@@ -247,8 +246,7 @@ def plan_attention(positions: AttachedPositions, call: Call,
     if fused is not None:
         return Plan(Path.FUSED_DISTANCE, fused, family, concatenated)
     mask_needs_grad = call.grad and any(
-        _has_gradient(t) for t in positions.terms
-        if t.kind in ADDITIVE and t not in concatenated)
+        _has_gradient(t) for t in positions.additive if t not in concatenated)
     if mask_needs_grad and not explicit and call.device.type == "cpu":
         # The CPU fused kernel does not differentiate its float mask: the low-rank terms
         # join the bias, and the logits are written out.
@@ -268,7 +266,7 @@ def _covered_rows(positions: AttachedPositions, call: Call) -> tuple["PositionEn
 def _has_gradient(term: "PositionEncoding") -> bool:
     """Whether ``term``'s tensor has a gradient when autograd records: it reads the
     queries or keys, or it has a trained parameter."""
-    return term.kind in READS_CONTENT or any(p.requires_grad for p in term.parameters())
+    return facts_of(term).reads_content or any(p.requires_grad for p in term.parameters())
 
 
 def _concatenates(term: "PositionEncoding", call: Call, low_rank_kernel: LowRankKernel,
@@ -323,14 +321,7 @@ def _fused_family(term: "PositionEncoding", call: Call, distance_kernel: Distanc
                                        or not kernels.auto_fuses(family, call.device, call.dtype,
                                                                 call.dropout, verified)):
         return None
-    if term.kind is PositionKind.PAIR_BIAS:  # a table by distance on some calls (FIRE)
-        return family if term.distance_covers(call.q_len, call.k_len, call.k_len - call.q_len,
-                                              positions.scope.context) else None
-    if family is KernelFamily.ROWS:  # no clip shorter than the sentence
-        return family if term.rows_cover(call.q_len, call.k_len,
-                                         call.k_len - call.q_len) else None
-    if family is KernelFamily.CLIPPED:  # its rows must fit a tile
-        from .kernels.distance import clipped_rows_fit
-
-        return family if clipped_rows_fit(term.fused_kernel.clipped_rows) else None
-    return family
+    # A family that depends on the call answers for it (FIRE's threshold, clips).
+    covers = term.applies_as.fused_covers(term, family, call.q_len, call.k_len,
+                                          call.k_len - call.q_len, positions.scope.context)
+    return family if covers else None

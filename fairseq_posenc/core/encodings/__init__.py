@@ -13,7 +13,7 @@ from .base import PositionEncoding
 from .kinds import DistanceBias, PositionKind
 from .registry import ENCODINGS, get_encoding, register_encoding
 
-SHARED = ("base", "kinds", "options", "registry", "terms")
+SHARED = ("base", "gate_sums", "kinds", "options", "outputs", "registry", "terms")
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in SHARED:

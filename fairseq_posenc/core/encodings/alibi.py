@@ -46,6 +46,8 @@ def alibi_slopes(num_heads: int) -> list[float]:
 @register_encoding
 class Alibi(DistanceBias):
     name = "alibi"
+    #: Bidirectional: the fused distance kernel; causal: also the bias's exact rank-1 form.
+    fused_families = frozenset({KernelFamily.DISTANCE, KernelFamily.CAUSAL_EXTRA_DIMENSIONS})
 
     #: Rows of :meth:`factors`: any length (the two-part split is exact below 4096).
     max_len = 4096

@@ -113,14 +113,50 @@ class PositionEncoding(nn.Module):
         return [cls.build(values, **structural) if used_here else None for used_here in used]
 
     # -- what the attention reads of every term ------------------------------------------
-    #: The kind of this term (see :class:`~.kinds.PositionKind`). A class may set it per
-    #: instance when a constructor argument changes it (Shaw's value table, TUPE's reset).
-    kind: enum.Enum
+    #: The kind (a base class of :mod:`.kinds`) whose facts the planner reads and whose
+    #: hooks the attention calls for this term: the one kind its class derives from, set
+    #: when the class is made. A class of two kinds declares it (``Fire``: a ``PairBias``);
+    #: a constructor may set another of its class's kinds where an option changes what the
+    #: term is (TUPE's reset makes the low-rank term a pair table; Shaw without values is
+    #: a bias on keys only), which :func:`~.kinds.built_refusal` checks.
+    applies_as: ClassVar[Optional[type]] = None
+    #: The fused kernel families the class may take (:class:`~..context.KernelFamily`),
+    #: each checked at registration against its kinds' ``facts.families``.
+    fused_families: ClassVar[frozenset] = frozenset()
     #: Factor on ``q_i.k_j / sqrt(d_h)`` (TUPE's ``1/sqrt(2 d_h)`` is ``1/sqrt(2)``).
     content_scale: float = 1.0
-    #: How the term can run fused, its kernel family (None: no fused kernel); the planner
-    #: reads it, and each family's methods are on the kind that has it (:mod:`.kinds`).
+    #: How the term runs fused, its kernel family (None: no fused kernel), one of
+    #: :attr:`fused_families`; the planner reads it.
     fused_kernel: Optional[FusedKernel] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "applies_as" in vars(cls):
+            return
+        kinds = [c for c in cls.__mro__ if "facts" in vars(c)]
+        leaves = [c for c in kinds if not any(o is not c and issubclass(o, c) for o in kinds)]
+        if len(leaves) == 1:
+            cls.applies_as = leaves[0]
+        else:  # a class of two kinds: what a base of its own declared, or undecided
+            cls.applies_as = next((vars(c)["applies_as"] for c in cls.__mro__[1:]
+                                   if "applies_as" in vars(c) and c not in kinds), None)
+
+    @property
+    def kind(self) -> enum.Enum:
+        """The name of the term's kind (:class:`~.kinds.PositionKind`)."""
+        return self.applies_as.facts.name
+
+    # -- the hooks the attention calls; each kind implements those it needs ----------------
+    def add_to_logits(self, logits: Any, a: Any) -> None:
+        """Add to, multiply or replace the call's logits (:class:`~.kinds.LogitTerms`) from
+        the call's operands (:class:`~.kinds.Operands`); a kind that acts elsewhere (a
+        rotation) adds nothing."""
+
+    def fused_covers(self, family: Any, q_len: int, k_len: int, q_offset: int,
+                     ctx: Any) -> bool:
+        """Whether the fused kernel of ``family`` computes this call's term exactly (a
+        family that depends on the call answers for it: FIRE's threshold, clips)."""
+        return True
 
     def terms(self) -> tuple["PositionEncoding", ...]:
         """The position terms this encoding adds to a layer: itself, unless it is a sum of

@@ -65,7 +65,7 @@ from typing import Annotated, Any, Mapping, Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import PositionContext, Window
+from ..context import KernelFamily, PositionContext, Window
 from ..positions import gather_absolute_pairs, relative_positions
 from .kinds import DistanceBias, PairBias
 from .options import Option
@@ -111,11 +111,13 @@ def positions_from_the_end(key_padding_mask: Tensor, positions: Tensor) -> Tenso
 
 @register_encoding
 class Fire(PairBias, DistanceBias):
-    """A ``PAIR_BIAS``, and a ``DISTANCE_BIAS`` on the calls within its threshold
-    (:meth:`distance_covers`): the planner reads both."""
+    """A ``PAIR_BIAS`` (:attr:`applies_as`) that is its ``DISTANCE_BIAS`` table read at
+    ``j - i`` on the calls within its threshold (:meth:`distance_covers`), where the fused
+    distance kernel may run it (``DISTANCE``)."""
 
     name = "fire"
-    kind = PairBias.kind
+    applies_as = PairBias
+    fused_families = frozenset({KernelFamily.DISTANCE})
 
     def __init__(
         self, *, num_heads: int, causal: bool = True,

@@ -16,7 +16,7 @@ its own ``w, b`` (``H x C`` and ``H``); they start as the authors' code
 are computed in float32 at least, as the authors'.
 
 The sums, their cache while decoding, the bias and its fast form are the kind's
-(:mod:`fairseq_posenc.core.gate_sums`): a decoding step reads ``c_i - c_j`` from the cached
+(:mod:`fairseq_posenc.core.encodings.gate_sums`): a decoding step reads ``c_i - c_j`` from the cached
 ``c_j``; under the causal mask on CUDA the bias runs as two extra query and key
 dimensions, ``[1, 1] . [-c_hi_j, -c_lo_j]`` (``c_i`` dropped by the softmax), the sums
 split so that half precision holds them to ``m 2^-2p`` (``m = max_j |c_j|``).
@@ -54,6 +54,7 @@ GATE_INIT_STD = 0.02
 @register_encoding
 class ForgettingTransformer(InputGates):
     name = "fox"
+    fused_families = frozenset({KernelFamily.CAUSAL_SUMS})
 
     def __init__(self, *, num_heads: int, head_dim: int, causal: bool = False) -> None:
         super().__init__()

@@ -18,8 +18,7 @@ from typing import Annotated, Optional
 import torch
 from torch import Tensor, nn
 
-from ..context import FusedKernel, KernelFamily
-from .kinds import DistanceBias, PositionKind
+from .kinds import DistanceScale
 from .options import CLIP_HELP, Option
 from .registry import register_encoding
 
@@ -34,10 +33,8 @@ def huang_clip(clip: Optional[int], max_positions: int) -> int:
 
 
 @register_encoding
-class Huang1(DistanceBias):
+class Huang1(DistanceScale):
     name = "huang1"
-    kind = PositionKind.DISTANCE_SCALE
-    fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
     def __init__(self, *, num_heads: int, max_positions: int, huang1_clip: Clip = None) -> None:
         super().__init__()

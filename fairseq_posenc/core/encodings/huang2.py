@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..context import FusedKernel, KernelFamily
 from .diet_rel import RelativeTable
 from .huang1 import Clip, huang_clip
-from .kinds import PositionKind
+from .kinds import DistanceScale
 from .registry import register_encoding
 
 
 @register_encoding
-class Huang2(RelativeTable):
+class Huang2(RelativeTable, DistanceScale):
     name = "huang2"
-    kind = PositionKind.DISTANCE_SCALE
-    fused_kernel = FusedKernel(KernelFamily.DISTANCE_FACTOR)
 
     def __init__(self, *, num_heads: int, causal: bool, max_positions: int,
                  huang2_clip: Clip = None) -> None:

@@ -31,6 +31,7 @@ from .registry import register_encoding
 class Huang4(ContentBias):
     name = "huang4"
     fused_kernel = FusedKernel(KernelFamily.ROWS)
+    fused_families = frozenset({KernelFamily.ROWS})
 
     def __init__(self, *, num_heads: int, head_dim: int, causal: bool, max_positions: int,
                  huang4_clip: Clip = None) -> None:

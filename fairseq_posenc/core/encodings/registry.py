@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional
 
 from .base import PositionEncoding
-from .kinds import declaration_refusal, unimplemented_kinds
+from .kinds import class_refusal
 from .options import Declared, declared_options
 
 ENCODINGS: dict[str, type[PositionEncoding]] = {}
@@ -20,10 +20,10 @@ LISTENERS: list[Callable[[type[PositionEncoding]], None]] = []
 
 def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
     """Class decorator: register ``cls`` under ``cls.name``. A ``TypeError`` or
-    ``ValueError`` naming the class for a class of no kind, one that implements none of its
-    kind's methods or lacks what its kind asks it to declare
-    (:func:`~.kinds.declaration_refusal`), a name registered already, or an option that
-    another encoding declares differently."""
+    ``ValueError`` naming the class for a class that breaks its kinds' contracts (no kind,
+    a method of its kind or of a fused family it declares left unimplemented, what its
+    kind asks it to declare: :func:`~.kinds.class_refusal`), a name registered already, or
+    an option that another encoding declares differently."""
     where = f"{cls.__module__}.{cls.__qualname__}"
     if not (isinstance(cls, type) and issubclass(cls, PositionEncoding)):
         raise TypeError(f"{where} is no position encoding: derive it from a kind of "
@@ -36,10 +36,7 @@ def register_encoding(cls: type[PositionEncoding]) -> type[PositionEncoding]:
         other = ENCODINGS[name]
         raise ValueError(f"{where}: the encoding name {name!r} is registered already, by "
                          f"{other.__module__}.{other.__qualname__}: choose another name")
-    for kind in unimplemented_kinds(cls):
-        raise TypeError(f"{where} derives from {kind.__name__} but implements none of its "
-                        f"methods: implement {' or '.join(kind.methods)}")
-    refusal = declaration_refusal(cls)
+    refusal = class_refusal(cls)
     if refusal is not None:
         raise TypeError(f"{where} {refusal}")
     options = declared_options(cls)

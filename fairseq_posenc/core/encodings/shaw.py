@@ -29,15 +29,16 @@ from torch import Tensor, nn
 
 from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import clipped_index, read_by_clipped_distance, sum_by_clipped_distance
-from .kinds import ContentBias, PositionKind
+from .kinds import ContentBias, ContentOnProbabilities
 from .options import Option
 from .terms import clipped_distance_index
 from .registry import register_encoding
 
 
 @register_encoding
-class Shaw(ContentBias):
+class Shaw(ContentOnProbabilities):
     name = "shaw"
+    fused_families = frozenset({KernelFamily.CLIPPED})
 
     def __init__(
         self, *, head_dim: int, causal: bool,
@@ -57,8 +58,8 @@ class Shaw(ContentBias):
         if values:
             self.rel_value = nn.Parameter(torch.empty(rows, head_dim))
             nn.init.xavier_uniform_(self.rel_value)
-        # keys only: a bias that reads q; with values, a term on the probabilities too
-        self.kind = PositionKind.PROBABILITIES if values else PositionKind.CONTENT_BIAS
+        # Keys only (--shaw-no-value): a bias that reads q, and no term on the output.
+        self.applies_as = ContentOnProbabilities if values else ContentBias
         self.fused_kernel = FusedKernel(KernelFamily.CLIPPED, clipped_rows=rows)
 
     def _index(self, q_len: int, k_len: int, q_offset: int, ctx: PositionContext) -> Tensor:

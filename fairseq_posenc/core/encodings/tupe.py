@@ -63,7 +63,7 @@ from torch import Tensor, nn
 from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import expand_distance_bias
 from .base import PositionEncoding, init_scalar_table
-from .kinds import LowRank, PairBias, PositionKind
+from .kinds import LowRank, PairBias
 from .options import BUCKETS_HELP, DISTANCE_HELP, MAX_LEN_HELP, Option
 from .registry import register_encoding
 from .t5 import T5
@@ -81,6 +81,9 @@ TupeReset = Annotated[bool, Option(
 @register_encoding
 class TupeA(LowRank, PairBias):
     name = "tupe_a"
+    #: ``PairBias`` per instance with ``--tupe-reset-first``: the reset replaces a row and
+    #: a column of the product, which is then no longer low-rank.
+    applies_as = LowRank
     max_len_option = "tupe_max_len"
     #: The word logits are ``q.k / sqrt(2 d_h)``.
     content_scale = 2 ** -0.5
@@ -105,7 +108,7 @@ class TupeA(LowRank, PairBias):
             self.theta = nn.Parameter(torch.empty(num_heads, 2))
             init_scalar_table(self.theta)
         # The reset replaces a row and a column of the product: no longer low-rank.
-        self.kind = PositionKind.PAIR_BIAS if reset_first else PositionKind.LOW_RANK
+        self.applies_as = PairBias if reset_first else LowRank
         self.fused_kernel = (None if reset_first
                              else FusedKernel(KernelFamily.EXTRA_DIMENSIONS))
 

@@ -81,6 +81,7 @@ class XLQueryBiases(nn.Module):
 class TransformerXL(ContentBias):
     name = "xl"
     fused_kernel = FusedKernel(KernelFamily.ROWS)
+    fused_families = frozenset({KernelFamily.ROWS})
 
     def __init__(
         self, *, num_heads: int, head_dim: int, causal: bool,

@@ -32,7 +32,7 @@ each term is read according to its declared
 * ``INPUT_GATES`` -- FoX's gates read an all-zero layer input (their biases: the part no
   token changes), every log-gate then ``log sigmoid(b_h)``: the bias ``c_i - c_j`` of one
   query at position ``D``, from the attention's own sums and bias
-  (:mod:`fairseq_posenc.core.gate_sums`).
+  (:mod:`fairseq_posenc.core.encodings.gate_sums`).
 * ``INPUT`` -- the stack's own position embedding module (cosine similarities).
 
 Limits: distances up to ``--max-distance`` and heatmaps over ``--positions`` positions,
@@ -55,7 +55,7 @@ from ...core.encodings.terms import low_rank_bias
 from ...core.encodings.cope import CoPE
 from ...core.encodings.shaw import Shaw
 from ...core.encodings.xl import TransformerXL
-from ...core.gate_sums import gate_bias, gate_sums
+from ...core.encodings.gate_sums import gate_bias, gate_sums
 from ...core.segments import SegmentAttention
 from . import captions
 from .layers import (

@@ -13,7 +13,7 @@ import math
 import pytest
 import torch
 
-from fairseq_posenc.core.gate_sums import CACHE_KEY, split_bound, split_sums
+from fairseq_posenc.core.encodings.gate_sums import CACHE_KEY, split_bound, split_sums
 from fairseq_posenc.testing import check_encoding
 from tests.support.model_utils import build_attention
 from tests.support.naive import TOL, fairseq_padding, naive_attention, run, run_steps

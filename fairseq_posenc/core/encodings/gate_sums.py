@@ -38,15 +38,12 @@ float32 accumulation.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from .encodings.outputs import LOG_GATES
-
-if TYPE_CHECKING:
-    from .encodings.kinds import InputGates
+from .outputs import LOG_GATES
 
 #: The key of the sums in a layer's incremental buffer.
 CACHE_KEY = "prev_gate_sums"
@@ -55,11 +52,11 @@ CACHE_KEY = "prev_gate_sums"
 _SIGNIFICAND = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
 
 
-def gate_sums(term: "InputGates", x: Tensor, key_padding_mask: Optional[Tensor],
+def gate_sums(term: Any, x: Tensor, key_padding_mask: Optional[Tensor],
               saved: Optional[dict], heads: Optional[int] = None) -> Tensor:
-    """``(B, G, k_len)``: ``c_j`` of every key, the cached ones first, from this call's
-    input ``x`` (``(T, B, C)``) and its padding (``(B, T)``, True at padding, or None);
-    appended to ``saved`` (the layer's incremental buffer), in place, when decoding. The
+    """``(B, G, k_len)`` for an ``InputGates`` ``term``: ``c_j`` of every key, the cached
+    ones first, from this call's input ``x`` (``(T, B, C)``) and its padding (``(B, T)``,
+    True at padding, or None); appended to ``saved`` (the layer's incremental buffer), in place, when decoding. The
     log-gates are checked against :data:`~.encodings.outputs.LOG_GATES` (with ``heads``,
     the layer's, their number of gates too)."""
     gates = None if heads is None else heads * (2 if term.bidirectional else 1)
@@ -108,16 +105,6 @@ def step_gate_bias(sums: Tensor, heads: int) -> Tensor:
     """``(B, H, 1, k_len)``: the bias of one query, the last key (a decoding step)."""
     forward = sums[:, :heads]
     return (forward[..., -1:] - forward).unsqueeze(2)
-
-
-def with_gate_bias(mask: Optional[Tensor], gates: dict, skip: tuple, heads: int,
-                   q_len: int) -> Optional[Tensor]:
-    """``mask`` plus the bias of every gate term not in ``skip`` (the concatenated ones)."""
-    for term, sums in gates.items():
-        if term not in skip:
-            add = gate_bias(sums, heads, q_len, term.bidirectional)
-            mask = add if mask is None else mask + add
-    return mask
 
 
 def split_sums(sums: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:

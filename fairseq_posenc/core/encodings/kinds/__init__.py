@@ -1,0 +1,18 @@
+"""The kinds of position term: each a base class that declares what the term is
+(:class:`KindFacts`, read by the planner) and applies it in the attention (its hooks:
+``add_to_logits``, ``transform_qk``, ``keys_input``, ``extra_dimensions``,
+``fused_covers``, ``fused_attention``, ``add_to_output``); an encoding derives from one and
+implements its ``methods``. ``docs/architecture.md``, "Adding a kind"."""
+
+from .absolute import LowRank, PairBias
+from .by_distance import DistanceBias, DistanceScale
+from .content import ContentBias, ContentLogits, ContentOnProbabilities
+from .contracts import KINDS, built_refusal, class_refusal, kinds_of
+from .facts import KindFacts, PositionKind
+from .operands import LogitTerms, Operands
+from .sequence import InputEmbedding, InputGates, Projection, Rotation
+
+__all__ = ["KINDS", "ContentBias", "ContentLogits", "ContentOnProbabilities", "DistanceBias",
+           "DistanceScale", "InputEmbedding", "InputGates", "KindFacts", "LogitTerms",
+           "LowRank", "Operands", "PairBias", "PositionKind", "Projection", "Rotation",
+           "built_refusal", "class_refusal", "kinds_of"]
