@@ -12,11 +12,11 @@ The model is fairseq's args-based ``TransformerModel`` with
 
 Each stack (encoder, decoder) is built from its own view of the arguments
 (:func:`.stacks.stack_args`: ``pos_encoding`` is the stack's encoding), in one phase: its
-position terms first (one encoding per layer, or one shared by all layers; segment
-attention), then the layers, each built with its terms. The stack owns (registers) the
-terms; it builds a :class:`PositionContext` for each forward, which its layers read through
-the stack's :class:`PositionScope`, and the decoder keeps one context per generated
-sequence in ``incremental_state`` so that per-step work is a slice.
+:class:`PositionStack` first (its position terms: one encoding per layer, or one shared by
+all layers; segment attention), then the layers, each built with its terms. The stack owns
+(registers) the terms; it builds a :class:`PositionContext` for each forward, which its
+layers read through the position stack's :class:`PositionScope`, and the decoder keeps one
+context per generated sequence in ``incremental_state`` so that per-step work is a slice.
 """
 
 from __future__ import annotations
@@ -122,9 +122,12 @@ def wrap_layer(layer: nn.Module, cfg: TransformerConfig) -> nn.Module:
 
 
 @dataclass
-class StackPositions:
-    """Phase one of a stack's build: the position terms of each of its layers, made before
-    the layers; phase two hands them out, one layer at a time, as fairseq builds each."""
+class PositionStack:
+    """A stack's positions, the plugin's counterpart of
+    :class:`fairseq_posenc.nn.PositionStack`: the position terms of each of its layers and
+    the scope through which they read each forward's context. It is phase one of a stack's
+    build, made before the layers; phase two hands the terms out, one layer at a time, as
+    fairseq builds each."""
 
     scope: PositionScope
     #: Per layer: its encoding (None: plain) and further terms (segment attention).
@@ -137,9 +140,11 @@ class StackPositions:
         return AttachedPositions.of(self.encodings[i], self.scope, self.extra_terms[i])
 
 
-class PositionalStack:
-    """Mixin for the encoder and decoder: builds and owns the position terms, and the scope
-    through which its layers read the context of each forward."""
+class PositionalEncoderDecoderMixin:
+    """What :class:`PositionalEncoder` and :class:`PositionalDecoder` add alike to fairseq's
+    ``TransformerEncoder`` and ``TransformerDecoder``: each builds its
+    :class:`PositionStack` with its first layer, registers the stack's terms after the
+    layers, and checks and chooses the positions of each forward."""
 
     args: argparse.Namespace
     layers: nn.ModuleList
@@ -148,13 +153,13 @@ class PositionalStack:
     def _uses_attention_encoding(self) -> bool:
         return not get_encoding(self.args.pos_encoding).at_input
 
-    def _layer_positions(self, stack: TransformerConfig, causal: bool,
+    def _layer_positions(self, config: TransformerConfig, causal: bool,
                          max_positions: int) -> AttachedPositions:
         """The next layer's terms; the first call builds those of the whole stack."""
-        plan: Optional[StackPositions] = getattr(self, "_plan", None)
-        if plan is None:
-            heads, layers = stack.attention_heads, stack.layers
-            head_dim = stack.embed_dim // heads
+        stack: Optional[PositionStack] = getattr(self, "_position_stack", None)
+        if stack is None:
+            heads, layers = config.attention_heads, config.layers
+            head_dim = config.embed_dim // heads
             encoding = get_encoding(self.args.pos_encoding)
             per_layer: list[Optional[PositionEncoding]] = [None] * layers
             if not encoding.at_input:
@@ -162,9 +167,9 @@ class PositionalStack:
                     encoding_values(self.args, encoding), layers, self.args.pos_layers,
                     num_heads=heads, head_dim=head_dim, causal=causal,
                     max_positions=max_positions, rope_scaling=model_scaling(self.args))
-            plan = self._plan = StackPositions(PositionScope(), per_layer,
-                                               self._extra_terms(heads, layers))
-        return plan.next_layer()
+            stack = self._position_stack = PositionStack(PositionScope(), per_layer,
+                                                         self._extra_terms(heads, layers))
+        return stack.next_layer()
 
     def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
         """Per layer, the terms beside the encoding's (the encoder's segment attention)."""
@@ -179,13 +184,13 @@ class PositionalStack:
         self.pos_max_length = encoding.max_length(values, max_positions)
         self.pos_flag = encoding.max_length_flag(values)
         self.pos_side = side
-        plan: Optional[StackPositions] = getattr(self, "_plan", None)
-        if plan is not None:
-            del self._plan
-        self.pos_scope = plan.scope if plan is not None else PositionScope()
-        if plan is not None and not encoding.at_input:
+        stack: Optional[PositionStack] = getattr(self, "_position_stack", None)
+        if stack is not None:
+            del self._position_stack
+        self.pos_scope = stack.scope if stack is not None else PositionScope()
+        if stack is not None and not encoding.at_input:
             self.pos_encodings = nn.ModuleList(
-                [m for m in dict.fromkeys(plan.encodings) if m is not None])
+                [m for m in dict.fromkeys(stack.encodings) if m is not None])
         self.pos_draw = encoding.position_draw(values, self.args.random_positions)
         if self.pos_draw is not None and self.embed_positions is not None:
             # the input embedding reads the positions each training forward chooses
@@ -216,7 +221,7 @@ class PositionalStack:
             )
 
 
-class PositionalEncoder(PositionalStack, TransformerEncoder):
+class PositionalEncoder(PositionalEncoderDecoderMixin, TransformerEncoder):
     def __init__(self, args, dictionary, embed_tokens, return_fc: bool = False) -> None:
         super().__init__(args, dictionary, embed_tokens, return_fc=return_fc)
         self.segment_separator: Optional[int] = None
@@ -224,9 +229,9 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
             self.segment_separator = separator_index(args, dictionary)
         if args.segment_embedding:
             self.segment_embed = segment_embedding(args.num_segments, embed_tokens.embedding_dim)
-        plan: Optional[StackPositions] = getattr(self, "_plan", None)
-        if args.segment_attention and plan is not None:
-            self.segment_attention = nn.ModuleList([terms[0] for terms in plan.extra_terms])
+        stack: Optional[PositionStack] = getattr(self, "_position_stack", None)
+        if args.segment_attention and stack is not None:
+            self.segment_attention = nn.ModuleList([terms[0] for terms in stack.extra_terms])
         self._own_positions(args.max_source_positions, "source")
 
     def _extra_terms(self, heads: int, layers: int) -> list[list[PositionEncoding]]:
@@ -265,7 +270,7 @@ class PositionalEncoder(PositionalStack, TransformerEncoder):
             return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
 
 
-class PositionalDecoder(PositionalStack, TransformerDecoder):
+class PositionalDecoder(PositionalEncoderDecoderMixin, TransformerDecoder):
     def __init__(self, args, dictionary, embed_tokens, no_encoder_attn: bool = False,
                  output_projection=None) -> None:
         super().__init__(args, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,

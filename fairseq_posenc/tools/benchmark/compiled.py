@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ...core.kernels.distance.launch import Tiles
 
 #: The constant arguments that tell the fused kernels' variants apart, as shown after the
-#: term's type (``TERM``, :class:`~.distance.terms.Term`, by name).
+#: term's type (``TERM``, :class:`~.distance.term_types.Term`, by name).
 FLAGS = ("HAS_PAD", "CAUSAL", "DROPOUT", "IEEE", "TABLE_GRAD")
 #: ... and the sizes.
 SIZES = ("BD_QK", "BD_V", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T")
@@ -119,7 +119,7 @@ def _tool(name: str) -> str:
 
 
 def _variant(kernel: Any) -> str:
-    from ...core.kernels.distance.terms import Term
+    from ...core.kernels.distance.term_types import Term
 
     src = kernel.src
     names = src.fn.arg_names

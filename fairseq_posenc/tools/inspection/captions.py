@@ -1,9 +1,9 @@
 """Titles and captions of the pictures: what exactly is plotted, from which paper and
-equation, and how to read it. Kept apart from the computation (``terms.py``) so the text
-can be read and reviewed in one place; ``docs/inspect.md`` says the same at more length.
+equation, and how to read it. Kept apart from the computation (``term_pictures.py``) so the
+text can be read and reviewed in one place; ``docs/inspect.md`` says the same at more length.
 
-Keys are ``(term name, what)``, as :mod:`.terms` names its pictures; a missing key falls
-back to a generic sentence rather than failing, so a new encoding still gets a report.
+Keys are ``(term name, what)``, as :mod:`.term_pictures` names its pictures; a missing key
+falls back to a generic sentence rather than failing, so a new encoding still gets a report.
 """
 
 from __future__ import annotations

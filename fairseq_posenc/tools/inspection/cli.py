@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from . import report, sentence
     from .load import load_model
     from .records import Report
-    from .terms import Limits, position_pictures
+    from .term_pictures import Limits, position_pictures
 
     loaded = load_model(args.checkpoint, args.data if args.sentence else None,
                         args.source_lang, need_dictionary=args.sentence is not None)

@@ -4,7 +4,7 @@
 :func:`stack_terms` collects each stack's distinct position terms from its self-attention
 layers -- a module shared by several layers (T5's table, TUPE, RoPE) is one
 :class:`TermUse` with all its layers, so it becomes one panel -- grouped by class (one
-picture per group). The probes are what :mod:`.terms` feeds the terms' methods: one
+picture per group). The probes are what :mod:`.term_pictures` feeds the terms' methods: one
 query at position ``D`` over keys ``0..2D`` (causal ``0..D``), and the query and keys an
 all-zero layer input gives (the projection biases, scaled as the attention scales).
 Limits are clipped to what the stack supports (its max positions; an absolute term's

@@ -1,7 +1,7 @@
 """Fused attention with a term read by distance, and that term's gradient, in Triton.
 
 ``out = softmax(q k^T + b[h, j - (q_offset + i)] + mask) v`` (``q`` arrives scaled), for
-the term types of :class:`.terms.Term`:
+the term types of :class:`.term_types.Term`:
 
 * :func:`distance_attention` -- one table per head (or for all) over a range of distances,
   a summand (T5, DIET-REL, AT5, TUPE-R's buckets, the encoder's ALiBi) or, with
@@ -15,7 +15,7 @@ the term types of :class:`.terms.Term`:
 As FlashAttention-2 (Dao 2023): tiles on chip, an online softmax, the backward recomputing
 the probabilities from each row's log-sum-exp; no ``len x len`` tensor, no atomic adds
 (the same bits every run), attention dropout drawn in the tiles (:func:`dropout_keep`).
-By role: :mod:`.terms` (the term types), :mod:`.tile`, :mod:`.forward`, :mod:`.backward`
+By role: :mod:`.term_types` (the term types), :mod:`.tile`, :mod:`.forward`, :mod:`.backward`
 (the Triton kernels), :mod:`.launch` (tiles, shapes, launches, dropout's seed),
 :mod:`.tables` and :mod:`.rows` (the entry points). Compiled on CUDA, or in Triton's
 interpreter (``TRITON_INTERPRET=1`` before import: ``tests/support/interpreted.py``).
@@ -27,7 +27,7 @@ from __future__ import annotations
 from .launch import Tiles, dropout_keep, dropout_seed
 from .rows import distance_rows_attention
 from .tables import clipped_relative_attention, clipped_rows_fit, distance_attention
-from .terms import Term
+from .term_types import Term
 
 __all__ = ["Term", "Tiles", "clipped_relative_attention", "clipped_rows_fit",
            "distance_attention", "distance_rows_attention", "dropout_keep", "dropout_seed"]

@@ -2,7 +2,7 @@
 
 :class:`Tiles` and the three launches (:data:`FORWARD`, :data:`BACKWARD_DKDV`,
 :data:`BACKWARD_DQ`; tests and ``posenc-kernels --launch`` set them here), the arguments
-the kernels share (:class:`_Shape`, the term's type among them: :class:`.terms.Term`),
+the kernels share (:class:`_Shape`, the term's type among them: :class:`.term_types.Term`),
 the forward's and the backward's launches with their outputs and gradients
 (:func:`_forward`, :func:`_backward`), the seed of attention dropout
 (:func:`dropout_seed`) and its mask written out (:func:`dropout_keep`).
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from .. import on_device_of
-from .terms import Term
+from .term_types import Term
 from .tile import triton
 
 if triton is not None:

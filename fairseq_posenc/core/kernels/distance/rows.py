@@ -17,7 +17,7 @@ from torch import Tensor
 
 from .. import on_device_of
 from .launch import _backward, _check_triton, _dropout, _forward, _padding_mask, _Shape
-from .terms import Term
+from .term_types import Term
 
 
 def _heads_as_rows(x: Tensor) -> Tensor:

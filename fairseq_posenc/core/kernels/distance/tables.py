@@ -17,7 +17,7 @@ from torch import Tensor
 from .. import on_device_of
 from . import launch
 from .launch import _backward, _check_triton, _dropout, _forward, _padding_mask, _Shape
-from .terms import Term
+from .term_types import Term
 
 
 def clipped_rows_fit(rows: int) -> bool:
@@ -27,7 +27,7 @@ def clipped_rows_fit(rows: int) -> bool:
 
 
 class _DistanceAttention(torch.autograd.Function):
-    """A table per head or per query row (``term``, one of :data:`.terms.Term`'s first
+    """A table per head or per query row (``term``, one of :data:`.term_types.Term`'s first
     four), differentiable in ``q``, ``k``, ``v``, the table and the sums by distance."""
 
     @staticmethod

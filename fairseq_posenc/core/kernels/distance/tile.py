@@ -1,15 +1,15 @@
 """What the fused distance kernels do in one tile of queries by keys, in Triton.
 
 Loading and storing tiles, the logits with the term read by distance (:func:`_scores`,
-its type the kernels' ``TERM``: :class:`.terms.Term`), attention dropout's mask drawn from
-a seed and each pair's position (:func:`_kept`, written out by :func:`_keep_kernel`), and
-the sums of a tile by clipped distance and along its diagonals. The kernels that use them
+its type the kernels' ``TERM``: :class:`.term_types.Term`), attention dropout's mask drawn
+from a seed and each pair's position (:func:`_kept`, written out by :func:`_keep_kernel`),
+and the sums of a tile by clipped distance and along its diagonals. The kernels that use them
 are in :mod:`.forward` and :mod:`.backward`.
 """
 
 from __future__ import annotations
 
-from .terms import PROPERTIES, Term
+from .term_types import PROPERTIES, Term
 
 try:  # triton comes with CUDA builds of torch; CPU-only installs may lack it
     import triton
@@ -29,9 +29,9 @@ if triton is not None:
 
     @triton.constexpr_function
     def reads(term, what):
-        """At compile time: whether term type ``term`` (a :class:`.terms.Term` value, the
-        kernels' ``TERM``) has the property ``what`` of :class:`.terms.Term` (one of
-        :data:`.terms.PROPERTIES`)."""
+        """At compile time: whether term type ``term`` (a :class:`.term_types.Term` value,
+        the kernels' ``TERM``) has the property ``what`` of :class:`.term_types.Term` (one
+        of :data:`.term_types.PROPERTIES`)."""
         return _TERM_PROPERTIES.value[term][what]
 
     @triton.jit
