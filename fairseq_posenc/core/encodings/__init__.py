@@ -13,7 +13,8 @@ from .base import PositionEncoding
 from .kinds import DistanceBias, PositionKind
 from .registry import ENCODINGS, get_encoding, register_encoding
 
-SHARED = ("base", "gate_sums", "kinds", "options", "outputs", "registry", "terms")
+SHARED = ("absolute_tables", "base", "distance_rows", "gate_sums", "kinds", "options", "outputs",
+          "registry")
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in SHARED:

@@ -69,7 +69,7 @@ from ..context import KernelFamily, PositionContext, Window
 from ..positions import gather_absolute_pairs, relative_positions
 from .kinds import DistanceBias, PairBias
 from .options import Option
-from .terms import absolute_pair_bias
+from .absolute_tables import absolute_pair_bias
 from .registry import register_encoding
 
 #: Added to the normaliser ``psi(max(L, i))`` (the authors' ``eps``).

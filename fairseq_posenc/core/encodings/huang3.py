@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from ..context import PositionContext
 from .huang1 import Clip, huang_clip
 from .kinds import ContentLogits
-from .terms import clipped_distance_index
+from .distance_rows import clipped_distance_index
 from .registry import register_encoding
 
 

@@ -23,7 +23,7 @@ from ..positions import distance_range
 from .base import init_scalar_table
 from .huang1 import Clip, huang_clip
 from .kinds import ContentBias
-from .terms import DistanceRows, clipped_distance_index
+from .distance_rows import DistanceRows, clipped_distance_index
 from .registry import register_encoding
 
 

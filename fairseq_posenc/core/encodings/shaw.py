@@ -31,7 +31,7 @@ from ..context import FusedKernel, KernelFamily, PositionContext, Window
 from ..positions import clipped_index, read_by_clipped_distance, sum_by_clipped_distance
 from .kinds import ContentBias, ContentOnProbabilities
 from .options import Option
-from .terms import clipped_distance_index
+from .distance_rows import clipped_distance_index
 from .registry import register_encoding
 
 

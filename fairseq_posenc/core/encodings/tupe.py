@@ -67,7 +67,7 @@ from .kinds import LowRank, PairBias
 from .options import BUCKETS_HELP, DISTANCE_HELP, MAX_LEN_HELP, Option
 from .registry import register_encoding
 from .t5 import T5
-from .terms import absolute_pair_bias, check_max_len
+from .absolute_tables import absolute_pair_bias, check_max_len
 
 # The options of both TUPE variants, declared once.
 TupeMaxLen = Annotated[Optional[int], Option(MAX_LEN_HELP.format(

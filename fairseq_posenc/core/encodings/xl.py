@@ -52,7 +52,7 @@ from ..positions import distance_range
 from .base import PositionEncoding, init_scalar_table, layers_with_encoding
 from .kinds import ContentBias
 from .options import Option
-from .terms import DistanceRows, clipped_distance_index
+from .distance_rows import DistanceRows, clipped_distance_index
 from .registry import register_encoding
 
 

@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from ...core.context import PositionContext
 from ...core.encodings.at5 import SoftBucketBias
 from ...core.encodings.kinds import DistanceBias, PositionKind
-from ...core.encodings.terms import low_rank_bias
+from ...core.encodings.absolute_tables import low_rank_bias
 from ...core.encodings.cope import CoPE
 from ...core.encodings.shaw import Shaw
 from ...core.encodings.xl import TransformerXL

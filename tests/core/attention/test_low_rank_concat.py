@@ -85,7 +85,7 @@ def test_models_with_the_concatenated_kernel(encoding):
 def test_read_rows_equals_indexing_values_and_gradients():
     """The one-hot product that reads a low-rank term's rows at real positions equals
     ``table[:, positions]``, forward and backward (float64)."""
-    from fairseq_posenc.core.encodings.terms import read_rows
+    from fairseq_posenc.core.encodings.absolute_tables import read_rows
     g = torch.Generator().manual_seed(0)
     table = torch.randn(3, 7, 5, dtype=torch.float64, generator=g, requires_grad=True)
     positions = torch.randint(0, 7, (4, 6), generator=g)

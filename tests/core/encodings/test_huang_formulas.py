@@ -94,7 +94,7 @@ def test_distance_rows_of_one_query_are_the_sum_written_out():
     """:meth:`DistanceRows.one_query_logits` (a decoding step of Transformer-XL or Huang
     et al.'s method 4) against ``q_c.k_j + x_q.A_q[:, r] + x_k[j].A_k[:, r]``,
     ``r = j - q_offset - r_lo``, summed in loops; tables wider than the keys need."""
-    from fairseq_posenc.core.encodings.terms import DistanceRows
+    from fairseq_posenc.core.encodings.distance_rows import DistanceRows
 
     g = torch.Generator().manual_seed(0)
     batch, heads, keys, dim, r_lo = 2, 3, 5, 4, -6

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-import fairseq_posenc.core.encodings.terms as shared_terms
+import fairseq_posenc.core.encodings.absolute_tables as shared_terms
 import fairseq_posenc.core.encodings.tupe as tupe
 from fairseq_posenc.core.encodings.t5 import T5
 from tests.support.batches import random_source

@@ -11,7 +11,7 @@ from torch import Tensor
 from ...context import KernelFamily, PositionContext
 from .. import outputs
 from ..base import PositionEncoding
-from ..terms import low_rank_bias, low_rank_operands
+from ..absolute_tables import low_rank_bias, low_rank_operands
 from .by_distance import table_attention
 from .facts import KindFacts, PositionKind, to_implement
 from .operands import LogitTerms, Operands

@@ -9,7 +9,7 @@ from ...context import FusedKernel, KernelFamily, PositionContext, Window
 from ...positions import distance_range, expand_distance_bias, read_by_distance
 from .. import outputs
 from ..base import PositionEncoding
-from ..terms import low_rank_operands
+from ..absolute_tables import low_rank_operands
 from .facts import KindFacts, PositionKind, to_implement
 from .operands import LogitTerms, Operands
 

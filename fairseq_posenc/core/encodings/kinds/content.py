@@ -13,7 +13,7 @@ from torch import Tensor
 from ...context import KernelFamily, PositionContext
 from .. import outputs
 from ..base import PositionEncoding
-from ..terms import DistanceRows
+from ..distance_rows import DistanceRows
 from .facts import KindFacts, PositionKind, to_implement
 from .operands import LogitTerms, Operands
 
@@ -48,7 +48,7 @@ class ContentBias(PositionEncoding):
     @to_implement
     def distance_rows(self, q: Tensor, k: Tensor, q_offset: int,
                       ctx: PositionContext) -> DistanceRows:
-        """``ROWS``, where :meth:`rows_cover`: the term as :class:`~..terms.DistanceRows`
+        """``ROWS``, where :meth:`rows_cover`: the term as :class:`~..distance_rows.DistanceRows`
         (``q`` scaled)."""
         raise NotImplementedError
 
