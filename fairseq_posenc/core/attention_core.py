@@ -42,7 +42,6 @@ from .attention_plan import (
 from .context import PositionContext, PositionScope
 from .encodings.base import PositionEncoding
 from .encodings.kinds import LogitTerms, Operands
-from .encodings.gate_sums import read_gates
 from .layer_cache import Buffer, cached_length, extend_cache, has_padding
 
 __all__ = ["AttachedPositions", "Buffer", "PositionalAttentionCore", "cached_length",
@@ -125,6 +124,19 @@ def concat_low_rank(q: Tensor, k: Tensor,
         qs.append(q.new_zeros(batch, heads, q.size(2), extra))
         ks.append(k.new_zeros(batch, heads, k.size(2), extra))
     return torch.cat(qs, dim=-1), torch.cat(ks, dim=-1)
+
+
+def _read_inputs(terms: tuple, x: Tensor, key_padding_mask: Optional[Tensor],
+                 saved: Optional[Buffer], heads: int) -> dict:
+    """What each term that reads the layer's input reads of this call's input ``x`` (its
+    kind's ``read_input``), extending what the cache keeps of it."""
+    if not terms:
+        return {}
+    if len(terms) > 1 and saved is not None:
+        raise ValueError(f"a layer decodes with one term that reads its input (the cache "
+                         f"holds one state of it), got {len(terms)}")
+    return {term: term.applies_as.read_input(term, x, key_padding_mask, saved, heads)
+            for term in terms}
 
 
 def _concatenated(plan: Plan, a: Operands) -> tuple[Tensor, Tensor]:
@@ -217,8 +229,7 @@ class PositionalAttentionCore:
         projection along the sequence), the heads split, queries scaled and rotated, the
         cache extended."""
         positions, bsz, heads = self._positions, query.size(1), self.num_heads
-        # INPUT_GATES terms read this call's input, their sums extend the cache.
-        gates = read_gates(positions.gates, query, key_padding_mask, saved, heads)
+        read = _read_inputs(positions.input_readers, query, key_padding_mask, saved, heads)
 
         def split_heads(x: Tensor) -> Tensor:  # (T, B, C) -> (B, H, T, d_h)
             return x.reshape(x.size(0), bsz, heads, self.head_dim).permute(1, 2, 0, 3)
@@ -237,7 +248,7 @@ class PositionalAttentionCore:
             k, v, key_padding_mask = extend_cache(saved, k, v, key_padding_mask)
             input_padding_mask = key_padding_mask
         a = Operands(q, k, query.size(0), k.size(2), k.size(2) - query.size(0),
-                     input_padding_mask, ctx, gates, plan.one_query_rows)
+                     input_padding_mask, ctx, read, plan.one_query_rows)
         return Prepared(a, v, key_padding_mask, causal)
 
     def _fused_path(self, plan: Plan, p: Prepared) -> Tensor:
@@ -334,8 +345,8 @@ class PositionalAttentionCore:
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
         k, v, _ = extend_cache(saved, k, v, None)
-        gates = read_gates(positions.gates, query, None, saved, heads)
-        a = Operands(q, k, 1, q_offset + 1, q_offset, None, ctx, gates, plan.one_query_rows,
+        read = _read_inputs(positions.input_readers, query, None, saved, heads)
+        a = Operands(q, k, 1, q_offset + 1, q_offset, None, ctx, read, plan.one_query_rows,
                      step=True)
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
         # keys and values, ``q.(k_j + a_j)``, ``sum_j p_j (v_j + b_j)``; each joins the

@@ -85,8 +85,8 @@ class AttachedPositions:
     #: ``PROJECTION`` terms; ``ROTATION`` terms; ``PROBABILITIES`` terms (a value term).
     projections: tuple = ()
     rotations: tuple = ()
-    #: ``INPUT_GATES`` terms: every call reads their gates from the layer's input.
-    gates: tuple = ()
+    #: Terms that read the layer's input (``reads_input``): every call reads it first.
+    input_readers: tuple = ()
     on_probabilities: tuple = ()
     #: :attr:`KernelFamily.CLIPPED` terms: a decoding step adds their rows by key to its
     #: keys and values (:meth:`PositionEncoding.rows_by_key`).
@@ -138,7 +138,7 @@ class AttachedPositions:
         on_probabilities = having("adds_to_output")
         return cls(encoding, terms, scope,
                    projections=having("projects_keys"), rotations=having("transforms_qk"),
-                   gates=having("reads_input"), on_probabilities=on_probabilities,
+                   input_readers=having("reads_input"), on_probabilities=on_probabilities,
                    by_key=by_key, by_rows=of_family(KernelFamily.ROWS),
                    content_free=content_free, step_terms=step_terms,
                    step_value_terms=tuple(t for t in step_terms if t in on_probabilities),

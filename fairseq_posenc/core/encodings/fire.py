@@ -21,7 +21,7 @@ What kind of term it is, and which computation it gets: the bias depends on the 
 position ``i`` once ``i > L``, not on ``j - i`` alone, so in general it is a ``PAIR_BIAS``:
 the ``(H, n, n)`` table over positions is computed once per forward (per module; while
 decoding, for a window that grows geometrically) and read at the rows' real positions
-(:func:`~fairseq_posenc.core.encodings.base.absolute_pair_bias`), then added to the float mask
+(:func:`~fairseq_posenc.core.encodings.absolute_tables.absolute_pair_bias`), then added to the float mask
 (SDPA on CUDA; the explicit path on CPU in training, whose fused kernel does not
 differentiate its mask). A decoding step reads its own row ``t`` of the table. The MLP
 runs on ``n x n`` inputs per module and forward (``n x n x w`` hidden values), the

@@ -73,18 +73,6 @@ def gate_sums(term: Any, x: Tensor, key_padding_mask: Optional[Tensor],
     return sums
 
 
-def read_gates(terms: tuple, x: Tensor, key_padding_mask: Optional[Tensor],
-               saved: Optional[dict], heads: int) -> dict:
-    """Each term's :func:`gate_sums` for this call (empty: the layer has none), for a layer
-    of ``heads`` heads."""
-    if not terms:
-        return {}
-    if len(terms) > 1 and saved is not None:
-        raise ValueError(f"a layer decodes with one INPUT_GATES term (its cache holds one "
-                         f"set of sums), got {len(terms)}")
-    return {term: gate_sums(term, x, key_padding_mask, saved, heads) for term in terms}
-
-
 def gate_bias(sums: Tensor, heads: int, q_len: int, bidirectional: bool) -> Tensor:
     """``(B, H, q_len, k_len)``: ``c_i - c_j`` for the last ``q_len`` positions ``i`` of
     the ``k_len`` keys; bidirectional, ``c'_j - c'_i`` of the second ``H`` gates for keys

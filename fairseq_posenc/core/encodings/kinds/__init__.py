@@ -7,12 +7,13 @@ implements its ``methods``. ``docs/architecture.md``, "Adding a kind"."""
 from .absolute import LowRank, PairBias
 from .by_distance import DistanceBias, DistanceScale
 from .content import ContentBias, ContentLogits, ContentOnProbabilities
-from .contracts import KINDS, built_refusal, class_refusal, kinds_of
+from .contracts import built_refusal, class_refusal, kinds_of
 from .facts import KindFacts, PositionKind
 from .operands import LogitTerms, Operands
-from .sequence import InputEmbedding, InputGates, Projection, Rotation
+from .input_gates import InputGates
+from .sequence import InputEmbedding, Projection, Rotation
 
-__all__ = ["KINDS", "ContentBias", "ContentLogits", "ContentOnProbabilities", "DistanceBias",
+__all__ = ["ContentBias", "ContentLogits", "ContentOnProbabilities", "DistanceBias",
            "DistanceScale", "InputEmbedding", "InputGates", "KindFacts", "LogitTerms",
            "LowRank", "Operands", "PairBias", "PositionKind", "Projection", "Rotation",
            "built_refusal", "class_refusal", "kinds_of"]

@@ -9,21 +9,14 @@ from typing import Optional
 
 from ...context import KernelFamily
 from ..base import PositionEncoding
-from .absolute import LowRank, PairBias
-from .by_distance import DistanceBias, DistanceScale
-from .content import ContentBias, ContentLogits, ContentOnProbabilities
+from .absolute import LowRank
 from .facts import implements
-from .sequence import InputEmbedding, InputGates, Projection, Rotation
-
-#: Every kind's base class.
-KINDS = (DistanceBias, DistanceScale, PairBias, LowRank, Rotation, ContentBias,
-         ContentOnProbabilities, ContentLogits, Projection, InputGates, InputEmbedding)
-
+from .sequence import InputEmbedding
 
 def kinds_of(cls: type) -> list[type]:
     """The kinds ``cls`` derives from, in its method resolution order, the most derived of
     each line (``DistanceScale``, not also ``DistanceBias``)."""
-    found = [kind for kind in cls.__mro__ if kind in KINDS]
+    found = [kind for kind in cls.__mro__ if "facts" in vars(kind)]
     return [kind for kind in found
             if not any(other is not kind and issubclass(other, kind) for other in found)]
 

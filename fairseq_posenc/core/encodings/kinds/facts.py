@@ -70,7 +70,8 @@ class KindFacts:
     transforms_qk: bool = False
     #: Computes keys and values from its own projection of the input (``keys_input``).
     projects_keys: bool = False
-    #: Reads the layer's input once per call, and keeps state for every cached key.
+    #: Reads the layer's input once per call before the paths split (``read_input``), and
+    #: keeps what it read of every cached key in the layer's cache.
     reads_input: bool = False
     #: Adds a term to the output from the probabilities (``add_to_output``).
     adds_to_output: bool = False

@@ -24,8 +24,9 @@ class Operands(NamedTuple):
     #: padding, or None); absolute terms count the real tokens' positions from it.
     padding: Optional[Tensor]
     ctx: PositionContext
-    #: ``INPUT_GATES`` terms -> the cumulative sums of their gates for every key.
-    gates: Mapping[Any, Tensor]
+    #: The terms that read the layer's input -> what they read of every key
+    #: (``read_input``: FoX's cumulative sums of log-gates).
+    read: Mapping[Any, Tensor]
     #: ``ROWS`` terms that one query reads as products by distance
     #: (:attr:`~fairseq_posenc.core.attention_plan.Plan.one_query_rows`).
     by_rows: tuple = ()
