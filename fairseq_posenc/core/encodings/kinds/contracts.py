@@ -85,7 +85,8 @@ def _declaration_refusal(cls: type) -> Optional[str]:
 
 def built_refusal(term: PositionEncoding) -> Optional[str]:
     """Why a built ``term`` cannot be attended with (None: it can): a kind chosen per
-    instance that is not one of its class's; a fused kernel of a family its class does not
+    instance that is not one of its class's; a kind of another attention than
+    self-attention; a fused kernel of a family its class does not
     declare; a term that reads factors (a ``LowRank``, or a ``CAUSAL_EXTRA_DIMENSIONS``
     family) whose ``max_len``, the positions its factors cover, its constructor left unset
     or not a positive int."""
@@ -93,6 +94,10 @@ def built_refusal(term: PositionEncoding) -> Optional[str]:
     if term.applies_as not in kinds_of(cls) and not issubclass(cls, term.applies_as):
         return (f"sets applies_as = {getattr(term.applies_as, '__name__', term.applies_as)}, "
                 f"which is none of its kinds ({', '.join(k.__name__ for k in kinds_of(cls))})")
+    if term.applies_as.facts.attention != "self":
+        return (f"is a term of the {term.applies_as.facts.attention} attention "
+                f"({term.applies_as.__name__}); a self-attention layer takes self-attention "
+                "terms only")
     fused = term.fused_kernel
     if fused is not None and fused.family not in cls.fused_families:
         return (f"runs the fused family {fused.family.name} (its fused_kernel) but its class "
