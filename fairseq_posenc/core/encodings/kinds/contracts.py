@@ -13,9 +13,11 @@ from .absolute import LowRank
 from .facts import implements
 from .sequence import InputEmbedding
 
+
 def kinds_of(cls: type) -> list[type]:
-    """The kinds ``cls`` derives from, in its method resolution order, the most derived of
-    each line (``DistanceScale``, not also ``DistanceBias``)."""
+    """The kinds ``cls`` derives from (a kind: a class that declares ``facts`` in its body),
+    in its method resolution order, the most derived of each line (``DistanceScale``, not
+    also ``DistanceBias``)."""
     found = [kind for kind in cls.__mro__ if "facts" in vars(kind)]
     return [kind for kind in found
             if not any(other is not kind and issubclass(other, kind) for other in found)]
