@@ -10,7 +10,8 @@ plugin's, on CPU or GPU.
   (``shaw_clip=16``), each with the plugin's default (:func:`encoding_options`).
 * :class:`PositionStack` -- one stack's positions (its encoding), shared by its layers as
   the plugin's ``PositionStack`` shares them (T5's one table per stack; TUPE's terms
-  computed once per forward).
+  computed once per forward), and RoPE's scaling (``rope_scaling="yarn"``; yours:
+  :func:`register_rope_scaling`).
 * :class:`DecodingCache` -- incremental decoding: each layer's keys and values so far and
   the stack's position context; :meth:`DecodingCache.reorder` for beam search.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
@@ -44,11 +45,14 @@ from .core.encodings.options import Option
 from .core.encodings.registry import option_values, register_encoding
 from .core.kernel_choice import choose_kernels  # re-exported (__all__)
 from .core.positions import real_positions
+from .core.rope_scaling import RopeScaling, scaling_from_values, scaling_names
+from .core.rope_scaling_registry import (Scaled, Unscaled,  # re-exported (__all__)
+                                         register_rope_scaling)
 
 __all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "LowRank", "Option", "PairBias",
            "PositionContext", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
-           "Rotation", "choose_kernels", "encoding_names", "encoding_options",
-           "register_encoding"]
+           "Rotation", "Scaled", "Unscaled", "choose_kernels", "encoding_names",
+           "encoding_options", "register_encoding", "register_rope_scaling"]
 
 
 def encoding_names(input_level: Optional[bool] = None) -> list[str]:
@@ -79,6 +83,26 @@ def _option_values(cls: type[PositionEncoding], options: dict[str, Any]) -> dict
     return option_values(cls, options, labels=lambda option: option.name)
 
 
+def _scaling(cls: type[PositionEncoding], options: dict[str, Any]) -> Optional[RopeScaling]:
+    """The RoPE scaling that ``options`` ask for (its keyword arguments, taken out of
+    ``options``), checked and named by their Python names; None: none asked. An encoding
+    that reads no scaling (one that is no rotation of RoPE's frequencies) refuses one."""
+    given = {name: options.pop(name) for name in scaling_names() if name in options}
+    scaling = scaling_from_values(given, label=lambda name: name)
+    if scaling is None:
+        return None
+    if "rope_scaling" not in cls.structural:
+        readers = sorted(name for name, other in ENCODINGS.items()
+                         if "rope_scaling" in other.structural)
+        raise ValueError(f"rope_scaling rescales the frequencies of RoPE's rotation: "
+                         f"{cls.name!r} has none; the encodings that read it: "
+                         f"{', '.join(readers)}")
+    if scaling.spec.reads_length and scaling.original_len is None:
+        raise ValueError(f"rope_scaling={scaling.kind!r} needs the training length: give "
+                         "rope_scaling_original_len=N (the longest training sequence)")
+    return scaling
+
+
 class PositionStack:
     """The position encoding of one stack of self-attention layers (an encoder's, a
     decoder's), built as the plugin builds a stack's: one module shared by all layers
@@ -91,7 +115,11 @@ class PositionStack:
     layer=i, causal=...)``. Each layer registers its encoding, so a shared module is a
     submodule of each (its parameters counted once by ``parameters()``). A forward of the
     whole stack inside :meth:`context` computes a content-free table shared by the layers
-    (T5's bias by distance, TUPE's projections) once instead of once per layer."""
+    (T5's bias by distance, TUPE's projections) once instead of once per layer.
+
+    A rotation (``rope``, ``xpos``) takes a RoPE scaling by the plugin's flags' names:
+    ``rope_scaling="yarn", rope_scaling_factor=4.0, rope_scaling_original_len=64``, and a
+    scaling's options (``rope_scaling_low_freq_factor=``, ...): :func:`_scaling`."""
 
     def __init__(self, encoding: str, *, num_layers: int, embed_dim: int, num_heads: int,
                  causal: bool, max_len: int = 1024, pos_layers: Optional[str] = None,
@@ -107,13 +135,14 @@ class PositionStack:
                 f"fairseq_posenc.nn.PositionEmbedding({encoding!r}, embed_dim) to the input "
                 "and use plain self-attention (PositionalSelfAttention with encoding=None). "
                 f"Attention-level encodings: {', '.join(encoding_names(False))}")
+        scaling = _scaling(cls, options)
         values = _option_values(cls, options)
         self.name, self.num_layers, self.causal = encoding, num_layers, causal
         self.embed_dim, self.num_heads, self.max_len = embed_dim, num_heads, max_len
         #: Per layer, its encoding (None: plain self-attention).
         self.encodings: list[Optional[PositionEncoding]] = cls.build_stack(
             values, num_layers, pos_layers, num_heads=num_heads, head_dim=head_dim,
-            causal=causal, max_positions=max_len)
+            causal=causal, max_positions=max_len, rope_scaling=scaling)
         self.scope = PositionScope()
 
     def layer(self, index: int) -> AttachedPositions:

@@ -30,6 +30,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+from ..core.rope_scaling_registry import ROPE_SCALINGS
+
 
 @dataclass(frozen=True)
 class DecodeBound:
@@ -43,8 +45,10 @@ class DecodeBound:
 
 
 def reads_lengths(args: Any) -> bool:
-    """Whether a model configuration's scaling is dynamic NTK (the plugin's tasks set it)."""
-    return str(getattr(args, "rope_scaling", None)) == "dynamic"
+    """Whether a model configuration's scaling (the plugin's tasks set it) reads each
+    sequence's length bound (a ``per_sequence`` one: dynamic NTK)."""
+    spec = ROPE_SCALINGS.get(str(getattr(args, "rope_scaling", None)))
+    return spec is not None and spec.per_sequence
 
 
 def source_lengths(args: Any, src_tokens: Tensor, padding_idx: int) -> Optional[Tensor]:

@@ -13,107 +13,82 @@ translated with it from the flags alone: no edited checkpoint, no ``--model-over
     fairseq-generate DATA --user-dir fairseq_posenc --task translation_extrapolation \\
         --path checkpoint_best.pt --rope-scaling yarn --rope-scaling-factor 4 ...
 
-YaRN, Llama 3's scaling and dynamic NTK need the training length ``L``:
+The flags are made from the registry of RoPE scalings when the parser is built
+(:mod:`.scaling_config`): ``--rope-scaling``'s choices are the registered scalings, a
+``--user-dir``'s among them, and each scaling's options are flags, checked as declared.
+A scaling that reads the training length ``L`` (YaRN, Llama 3's scaling, dynamic NTK) takes
 ``--rope-scaling-original-len``, else the
 checkpoint's own record of it, ``--train-max-len`` (``translation_extrapolation``'s limit on
 every training source and target), else an error that names the flag. fairseq keeps no
 record of the longest sentence a model was trained on; the limit is what the project
-records. Llama 3's two factors have their own flags (``--rope-scaling-low-freq-factor``,
-``--rope-scaling-high-freq-factor``). Dynamic NTK's decoder reads the generator's length
-settings, which the tasks give the models when they build the generator
-(:mod:`fairseq_posenc.plugin.rope_lengths`).
+records. Llama 3's two factors are its options (``--rope-scaling-low-freq-factor``,
+``--rope-scaling-high-freq-factor``). Dynamic NTK's decoder (a ``per_sequence`` scaling's)
+reads the generator's length settings, which the tasks give the models when they build the
+generator (:mod:`fairseq_posenc.plugin.rope_lengths`).
 
 Bad input is an error before any work: the flags' values when the task is set up (a
 factor below 1, a factor or a length without ``--rope-scaling``, a length with a scaling
-that reads none, Llama 3's factors with another scaling), and what needs the checkpoint (an
-encoding other than ``rope`` and ``xpos``, no training length where one is needed) when its
-configuration is read, before its model is built. A checkpoint with an encoding per stack is
-scaled where it has a rotation: in the stacks of ``rope`` or ``xpos`` (the other stack's
-encoding reads no scaling), and refused only where neither stack has one. ``fairseq-train``
-builds its model without a checkpoint: the scaling there is an error too (translation only).
+that reads none, a scaling's options with another scaling or of values it refuses), and
+what needs the checkpoint (an encoding that is no rotation, no training length where one
+is needed) when its configuration is read, before its model is built. A checkpoint with an
+encoding per stack is scaled where it has a rotation: in the stacks of ``rope`` or ``xpos``
+(the other stack's encoding reads no scaling), and refused only where neither stack has one.
+``fairseq-train`` builds its model without a checkpoint: the scaling there is an error too
+(translation only).
 """
 
-import argparse  # no ``from __future__ import annotations``: fairseq reads the config's
-# field types at run time
+from __future__ import annotations
+
+import argparse
 import dataclasses
 import logging
-from dataclasses import dataclass, field
 from typing import Optional
 
-from fairseq.dataclass import ChoiceEnum
-from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.tasks.translation import TranslationTask
 
-from ..core.encodings import get_encoding
-from ..core.encodings.rope import Rope
-from ..core.rope_scaling import NEEDS_LENGTH, SCALINGS, RopeScaling
+from ..core.encodings import ENCODINGS, get_encoding
+from ..core.rope_scaling import RopeScaling, scaling_from_values, scaling_names
 from .rope_lengths import set_decode_bound
+from .scaling_config import RopeScalingConfig, refresh_task_config
+
+__all__ = ["RopeScalingConfig", "RopeScalingTask", "model_scaling", "requested_scaling",
+           "set_on_model_config"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class RopeScalingConfig(TranslationConfig):
-    rope_scaling: Optional[ChoiceEnum(list(SCALINGS))] = field(default=None, metadata={
-        "help": "translation only, --pos-encoding rope or xpos: rescale the rotation's "
-                "frequencies for sentences longer than the training ones: linear (position "
-                "interpolation, Chen et al. 2023), ntk (NTK-aware base), yarn (Peng et al. "
-                "2023, with its attention temperature), llama3 (Llama 3.1's), dynamic "
-                "(dynamic NTK: the base from each sentence's length bound)"})
-    rope_scaling_factor: Optional[float] = field(default=None, metadata={
-        "help": "with --rope-scaling: the scale factor s >= 1, the new length over the "
-                "training length"})
-    rope_scaling_original_len: Optional[int] = field(default=None, metadata={
-        "help": "with --rope-scaling yarn, llama3 or dynamic: the training length L in "
-                "tokens with </s> (default: the checkpoint's --train-max-len)"})
-    rope_scaling_low_freq_factor: Optional[float] = field(default=None, metadata={
-        "help": "with --rope-scaling llama3: wavelengths above L / this are interpolated "
-                "(default 1, Llama 3.1's)"})
-    rope_scaling_high_freq_factor: Optional[float] = field(default=None, metadata={
-        "help": "with --rope-scaling llama3: wavelengths below L / this are kept "
-                "(default 4, Llama 3.1's)"})
-
-
 def requested_scaling(cfg) -> Optional[RopeScaling]:
-    """The scaling the task's options ask for (None: none), checked; YaRN's training
-    length may still be missing (the checkpoint may know it)."""
-    kind = cfg.rope_scaling
-    if kind is None:
-        given = [flag for flag, value in (
-            ("--rope-scaling-factor", cfg.rope_scaling_factor),
-            ("--rope-scaling-original-len", cfg.rope_scaling_original_len),
-            ("--rope-scaling-low-freq-factor", cfg.rope_scaling_low_freq_factor),
-            ("--rope-scaling-high-freq-factor", cfg.rope_scaling_high_freq_factor))
-            if value is not None]
-        if given:
-            raise ValueError(f"{' and '.join(given)} go with --rope-scaling "
-                             f"{{{','.join(SCALINGS)}}}: add it, or drop them")
-        return None
-    if cfg.rope_scaling_factor is None:
-        raise ValueError(f"--rope-scaling {kind} needs --rope-scaling-factor S: the new "
-                         "length over the training length, at least 1")
-    return RopeScaling(str(kind), float(cfg.rope_scaling_factor),
-                       cfg.rope_scaling_original_len, cfg.rope_scaling_low_freq_factor,
-                       cfg.rope_scaling_high_freq_factor)
+    """The scaling the task's options ask for (None: none), checked; the training length
+    may still be missing (the checkpoint may know it)."""
+    return scaling_from_values({name: getattr(cfg, name, None) for name in scaling_names()})
+
+
+def rotations() -> list[str]:
+    """The encodings that read a RoPE scaling (RoPE's rotations)."""
+    return sorted(name for name, cls in ENCODINGS.items() if "rope_scaling" in cls.structural)
 
 
 def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> None:
-    """Check ``scaling`` against a checkpoint's model configuration, complete YaRN's
-    training length from it, and set it there for the model to read."""
+    """Check ``scaling`` against a checkpoint's model configuration, complete the training
+    length from it where the scaling reads one, and set it there for the model to read."""
     from .encoding_record import has_record, stack_names
 
     # a stack of a rotation is scaled, the other left as trained
     names = stack_names(model_cfg)
     if not has_record(model_cfg) or not any(
-            issubclass(get_encoding(n), Rope) for n in names.values()):
+            "rope_scaling" in get_encoding(n).structural for n in names.values()):
         trained = ("no --pos-encoding (not a transformer_posenc model)"
                    if not has_record(model_cfg) else
                    f"--pos-encoding {names['encoder']}" if len(set(names.values())) == 1 else
                    f"--encoder-pos-encoding {names['encoder']} --decoder-pos-encoding "
                    f"{names['decoder']}")
+        readers = rotations()
         raise ValueError(f"--rope-scaling rescales a rotation's frequencies: it applies to "
-                         f"checkpoints of --pos-encoding rope or xpos, and this one has "
-                         f"{trained}; drop the --rope-scaling flags")
-    if scaling.kind in NEEDS_LENGTH and scaling.original_len is None:
+                         f"checkpoints of --pos-encoding {', '.join(readers[:-1])} or "
+                         f"{readers[-1]}, and this one has {trained}; drop the --rope-scaling "
+                         "flags")
+    if scaling.spec.reads_length and scaling.original_len is None:
         recorded = getattr(model_cfg, "train_max_len", 0) or None
         if recorded is None:
             raise ValueError(f"--rope-scaling {scaling.kind} needs the training length: give "
@@ -124,11 +99,10 @@ def set_on_model_config(scaling: RopeScaling, model_cfg: argparse.Namespace) -> 
         scaling = dataclasses.replace(scaling, original_len=int(recorded))
         logger.info("--rope-scaling %s: training length %d, the checkpoint's "
                     "--train-max-len", scaling.kind, scaling.original_len)
-    model_cfg.rope_scaling = scaling.kind
-    model_cfg.rope_scaling_factor = scaling.factor
-    model_cfg.rope_scaling_original_len = scaling.original_len
-    model_cfg.rope_scaling_low_freq_factor = scaling.low_freq_factor
-    model_cfg.rope_scaling_high_freq_factor = scaling.high_freq_factor
+    values = {"rope_scaling": scaling.kind, "rope_scaling_factor": scaling.factor,
+              "rope_scaling_original_len": scaling.original_len, **scaling.options}
+    for name in scaling_names():
+        setattr(model_cfg, name, values.get(name))
 
 
 def model_scaling(model_cfg: argparse.Namespace) -> Optional[RopeScaling]:
@@ -136,15 +110,19 @@ def model_scaling(model_cfg: argparse.Namespace) -> Optional[RopeScaling]:
     kind = getattr(model_cfg, "rope_scaling", None)
     if kind is None or str(kind) == "none":
         return None
-    return RopeScaling(str(kind), float(model_cfg.rope_scaling_factor),
-                       getattr(model_cfg, "rope_scaling_original_len", None),
-                       getattr(model_cfg, "rope_scaling_low_freq_factor", None),
-                       getattr(model_cfg, "rope_scaling_high_freq_factor", None))
+    return scaling_from_values({name: getattr(model_cfg, name, None)
+                                for name in scaling_names()})
 
 
 class RopeScalingTask(TranslationTask):
     """fairseq's ``translation`` whose models loaded from a checkpoint get
     ``--rope-scaling``'s frequencies (the base of the plugin's tasks)."""
+
+    @classmethod
+    def add_args(cls, parser):
+        """The task's flags, the scalings' from every scaling registered now (a
+        ``--user-dir``'s too: :mod:`.scaling_config`)."""
+        gen_parser_from_dataclass(parser, refresh_task_config(cls)())
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):

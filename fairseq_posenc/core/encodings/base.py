@@ -8,7 +8,8 @@ base class of :mod:`.kinds` with the one to three methods that compute it, and
 one way, choosing the fastest exact kernel for it (:mod:`fairseq_posenc.core.attention_plan`).
 
 An encoding's options are its constructor's keyword arguments (:mod:`.options`); the stack
-gives it the structural ones (:data:`.options.STRUCTURAL`) and builds one module per layer
+gives it the structural ones (:data:`.options.STRUCTURAL`, and those the class declares
+beside them: :attr:`PositionEncoding.structural`) and builds one module per layer
 or one shared by all (:meth:`PositionEncoding.shares_layers`), in the layers that
 ``pos_layers`` chooses (:func:`layers_with_encoding`: every layer, or the first only, AT5's
 translation setting).
@@ -29,7 +30,7 @@ from torch import Tensor, nn
 
 from ..context import FusedKernel
 from ..random_positions import RandomPositions
-from .options import Declared, flag_name
+from .options import STRUCTURAL, Declared, flag_name
 
 LAYER_CHOICES = ("all", "first")
 
@@ -43,6 +44,14 @@ class PositionEncoding(nn.Module):
     at_input: ClassVar[bool] = False
     #: The options ``__init__`` declares, set by ``register_encoding``.
     options: ClassVar[tuple[Declared, ...]] = ()
+    #: The structural arguments the stack gives the class (:meth:`build`), if its
+    #: constructor names them; no option. A class that reads more than every encoding's
+    #: declares them here (RoPE's rotations: ``rope_scaling``).
+    structural: ClassVar[tuple[str, ...]] = STRUCTURAL
+    #: What ``--pos-kernels`` (:func:`~fairseq_posenc.core.kernel_choice.choose_kernels`)
+    #: sets the term's own ``kernel`` to, by choice; None: the term has no kernel switch of
+    #: its own (the attention's planner chooses its kernels).
+    pos_kernels: ClassVar[Optional[Mapping[str, str]]] = None
     #: ``pos_layers`` when the user gives none: "all", or "first" (AT5's MT setting).
     default_layers: ClassVar[str] = "all"
     #: Absolute encodings: the option (``diet_abs_max_len``) whose value, by default the
@@ -90,14 +99,15 @@ class PositionEncoding(nn.Module):
     # -- building ---------------------------------------------------------------------------
     @classmethod
     def build(cls, values: Mapping[str, Any], **structural: Any) -> "PositionEncoding":
-        """One module: the constructor with the structural arguments it takes and the
-        option ``values`` (:func:`~.registry.option_values`); a class without a constructor
-        of its own (``nn.Module``'s, whose ``**kwargs`` takes none) gets none."""
+        """One module: the constructor with the structural arguments it takes (of those
+        the class reads, :attr:`structural`) and the option ``values``
+        (:func:`~.registry.option_values`); a class without a constructor of its own
+        (``nn.Module``'s, whose ``**kwargs`` takes none) gets none."""
         params = inspect.signature(cls.__init__).parameters
         takes_all = cls.__init__ is not nn.Module.__init__ and any(
             p.kind is p.VAR_KEYWORD for p in params.values())
         given = {name: value for name, value in structural.items()
-                 if takes_all or name in params}
+                 if name in cls.structural and (takes_all or name in params)}
         return cls(**given, **values)
 
     @classmethod

@@ -27,12 +27,14 @@ others unrotated, as the listing does by giving them an infinite wavelength: the
 product, the decoding step's matrix, the fused kernel) need nothing of their own.
 ``P = 1`` (the default) is RoPE, ``P = 0`` rotates nothing (the paper's 0-RoPE, NoPE).
 
-Rescaled frequencies for sentences longer than the training ones (position interpolation,
-NTK-aware scaling, YaRN, Llama 3's, dynamic NTK; :mod:`fairseq_posenc.core.rope_scaling`)
-are a constructor argument, given at translation time through the plugin's tasks; YaRN's
-temperature joins the queries' scale. Dynamic NTK's frequencies depend on each
-sequence's length bound (:attr:`PositionContext.lengths`): a row's rotation is then its
-own, as with positions chosen per sequence.
+Rescaled frequencies for sentences longer than the training ones (a registered RoPE
+scaling: position interpolation, NTK-aware scaling, YaRN, Llama 3's, dynamic NTK or a
+user's; :mod:`fairseq_posenc.core.rope_scaling`) are a structural constructor argument
+that only the rotations read, given at translation time through the plugin's tasks or
+:class:`fairseq_posenc.nn.PositionStack`; a scaling's attention factor (YaRN's
+temperature) joins the queries' scale. A ``per_sequence`` scaling's frequencies (dynamic
+NTK's) depend on each sequence's length bound (:attr:`PositionContext.lengths`): a row's
+rotation is then its own, as with positions chosen per sequence.
 
 Not proposed by the papers this project reproduces; included because researchers comparing
 position encodings today expect it.
@@ -50,7 +52,7 @@ from .. import kernels
 from ..positions import rotate_pairs
 from ..rope_scaling import RopeScaling
 from .kinds import Rotation
-from .options import Option
+from .options import STRUCTURAL, Option
 from .registry import register_encoding
 
 #: ``--rope-fraction``, declared the same way by ``rope`` and ``xpos``.
@@ -76,6 +78,11 @@ def check_fraction(values: Mapping[str, Any]) -> None:
 class Rope(Rotation):
     name = "rope"
     fused_kernel = FusedKernel(KernelFamily.ROTARY)
+    #: Its rotation's frequencies are the ones a RoPE scaling rescales: the stack gives it
+    #: (and xPos, and any rotation derived from it) the scaling chosen, or None.
+    structural = STRUCTURAL + ("rope_scaling",)
+    #: ``--pos-kernels``: ``"auto"`` (:meth:`_path`) or torch's complex product everywhere.
+    pos_kernels = {"auto": "auto", "torch": "complex"}
 
     def __init__(self, *, head_dim: int, rope_scaling: Optional[RopeScaling] = None,
                  rope_base: Annotated[float, Option(
@@ -86,18 +93,16 @@ class Rope(Rotation):
         ones (None: the paper's)."""
         super().__init__()
         base, scaling = rope_base, rope_scaling
-        #: ``"auto"``: the fused rotation on CUDA in half precision
-        #: (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too) and the
-        #: complex64 product (:func:`rotate_pairs`) elsewhere, a decoding step's one position
-        #: by a matrix product; ``"fused"`` or ``"complex"``: that one everywhere.
+        #: ``"auto"``, ``"fused"`` or ``"complex"``: which rotation :meth:`_path` runs.
         self.kernel = "auto"
         if head_dim % 2:
             raise ValueError(f"--pos-encoding {self.name} needs an even head dimension, "
                              f"got {head_dim}")
         # float64 on the CPU, not a buffer: a model's .half() would round a buffer to its
         # precision, and the angles p theta with it (:meth:`_exact`)
+        scaled = None if scaling is None else scaling.scaled(head_dim, base)
         self.theta = (base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-                      if scaling is None else scaling.frequencies(head_dim, base))
+                      if scaled is None else scaled.frequencies)
         #: p-RoPE: pairs from this one on are not rotated (their frequency is 0).
         self.rotated = rotated_pairs(rope_fraction, head_dim)
         self.theta[self.rotated:] = 0.0
@@ -105,7 +110,7 @@ class Rope(Rotation):
         self._copies: dict[tuple[str, torch.device], Tensor] = {}
         self.scaling = scaling
         #: The factor on the logits, folded into the queries' scale: YaRN's ``1/t``, else 1.
-        self.logit_scale = 1.0 if scaling is None else scaling.logit_scale
+        self.logit_scale = 1.0 if scaled is None else scaled.attention_factor
 
     @classmethod
     def check_options(cls, values: Mapping[str, Any]) -> None:
@@ -196,7 +201,8 @@ class Rope(Rotation):
         lengths = ctx.lengths
         if lengths is None:
             if ctx.incremental:
-                raise ValueError("--rope-scaling dynamic reads each sequence's length bound "
+                raise ValueError(f"--rope-scaling {self.scaling.kind} reads each sequence's "
+                                 "length bound "
                                  "while decoding (PositionContext.lengths); the plugin's "
                                  "decoder sets it: decode through it, or set the context's "
                                  "lengths")
@@ -218,22 +224,43 @@ class Rope(Rotation):
         return ctx.latest(self, "dynamic rotations", (lengths, q_offset, end, q.dtype),
                           compute, batch_dependent=True)
 
+    def _path(self, q: Tensor, ctx: PositionContext) -> str:
+        """Which rotation a call runs (the one place that chooses it): ``"bounds"``, each
+        row at the frequencies of its length bound (a ``per_sequence`` scaling:
+        :meth:`_row_rotations`), and ``"positions"``, each row at the positions chosen for
+        it, both in the complex product (the fused rotation takes one row of factors per
+        position); else by :attr:`kernel`: ``"auto"`` gives a decoding step's one position
+        a matrix product (``"step"``), a longer call the fused rotation on CUDA in half
+        precision (:func:`~fairseq_posenc.core.kernels.auto_fuses`, the planner's rule too)
+        and the complex64 product (:func:`rotate_pairs`) elsewhere; ``"fused"`` or
+        ``"complex"``: that one everywhere."""
+        if self.scaling is not None and self.scaling.per_sequence:
+            return "bounds"
+        if ctx.positions is not None:
+            return "positions"
+        if self.kernel != "auto":
+            return self.kernel
+        if q.size(-2) == 1:
+            return "step"
+        return ("fused" if kernels.auto_fuses(KernelFamily.ROTARY, q.device, q.dtype)
+                else "complex")
+
     def rotate_qk(self, q: Tensor, k: Tensor, q_offset: int, ctx: PositionContext,
                   q_scale: float = 1.0) -> tuple[Tensor, Tensor]:
         q_scale = q_scale * self.logit_scale
-        if self.scaling is not None and self.scaling.kind == "dynamic":
+        path = self._path(q, ctx)
+        if path == "bounds":
             q_rotation, k_rotation = self._row_rotations(q, q_offset, ctx)
             return rotate_pairs(q * q_scale, q_rotation), rotate_pairs(k, k_rotation)
-        if ctx.positions is not None:
+        if path == "positions":
             # Positions chosen per sequence (--random-positions): each row's own factors,
-            # (B, 1, len, d_h/2) broadcast over the heads, in the complex product (the fused
-            # rotation takes one row of factors per position).
+            # (B, 1, len, d_h/2) broadcast over the heads.
             q_rotation, k_rotation = self._rotations(ctx.largest_position() + 1, q.dtype,
                                                      q.device, ctx)
             index = ctx.positions[:, q_offset:q_offset + q.size(-2)]
             return (rotate_pairs(q * q_scale, q_rotation[index].unsqueeze(1)),
                     rotate_pairs(k, k_rotation[index].unsqueeze(1)))
-        if q.size(-2) == 1 and self.kernel == "auto":
+        if path == "step":
             # A decoding step: every row at one position, so the rotation is one matrix
             # product per tensor, the queries' with the scale folded in (no kernel of its
             # own). Beam search is bound by the host's work per layer, and the complex
@@ -248,9 +275,7 @@ class Rope(Rotation):
         end = q_offset + q.size(-2)
         q_rotation, k_rotation = (table[q_offset:end]
                                   for table in self._rotations(end, q.dtype, q.device, ctx))
-        if self.kernel == "fused" or (self.kernel == "auto" and q.size(-2) > 1
-                                      and kernels.auto_fuses(KernelFamily.ROTARY, q.device,
-                                                             q.dtype)):
+        if path == "fused":
             from ..kernels.rotary import rotate
 
             return rotate(q, q_rotation), rotate(k, k_rotation)

@@ -42,8 +42,9 @@ encoding are what ``--train-args`` is for.
 ``--variants`` (:func:`variant_flags`): a variant may set only the options that the
 plugin's translation task adds to fairseq-generate's for a trained encoding
 (the plugin task's own, :func:`_variant_options`: ``--rope-scaling``, ``--rope-scaling-factor``,
-``--rope-scaling-original-len``, ``--rope-scaling-low-freq-factor``,
-``--rope-scaling-high-freq-factor``), the encoding read otherwise at translation time. A variant
+``--rope-scaling-original-len`` and every registered scaling's options, Llama 3's
+``--rope-scaling-low-freq-factor`` and ``--rope-scaling-high-freq-factor``), the encoding
+read otherwise at translation time. A variant
 is a row tested against the baseline, which translates with the comparison's decoding
 (beam 10, length penalty 0.6, the best hypothesis scored against the references); a
 decoding flag in one row (``--beam``, ``--lenpen``, ``--max-len-b``, ``--nbest``,
@@ -127,14 +128,9 @@ _FROM_USER = ("max_tokens",)
 
 
 def _variant_options() -> frozenset[str]:
-    from fairseq.tasks.translation import TranslationConfig
+    from ...core.rope_scaling import scaling_names
 
-    from ...plugin.translation_scaling import RopeScalingConfig
-
-    def names(config) -> set[str]:
-        return {f.name for f in dataclasses.fields(config)}
-
-    return frozenset(names(RopeScalingConfig) - names(TranslationConfig))
+    return frozenset(scaling_names())
 
 
 def parse(make_parser: Callable[[], argparse.ArgumentParser],

@@ -23,9 +23,11 @@ message), flags that ``fairseq-generate`` does not take, any other flag than the
 decoded and scored alike), and a ``--rope-scaling`` the encoding's checkpoints would
 refuse (:mod:`fairseq_posenc.plugin.translation_scaling`'s own checks:
 an encoding without a rotation, YaRN, Llama 3's scaling or dynamic NTK without a training
-length). The ``--rope-scaling`` options are the plugin task's own: ``--rope-scaling
-{linear,ntk,yarn,llama3,dynamic}``, ``--rope-scaling-factor``, ``--rope-scaling-original-len``
-and Llama 3's ``--rope-scaling-low-freq-factor`` and ``--rope-scaling-high-freq-factor``.
+length). The ``--rope-scaling`` options are the plugin task's own, made from the registry of
+scalings: ``--rope-scaling NAME`` (``linear``, ``ntk``, ``yarn``, ``llama3``, ``dynamic``
+or a ``--user-dir``'s), ``--rope-scaling-factor``, ``--rope-scaling-original-len`` and each
+scaling's options (Llama 3's ``--rope-scaling-low-freq-factor`` and
+``--rope-scaling-high-freq-factor``).
 """
 
 from __future__ import annotations
@@ -94,7 +96,6 @@ def parse(spec: str) -> Variant:
 def _check_flags(variant: Variant, settings: Settings, row: str) -> None:
     """ValueError where the checkpoints of ``row`` (the variant's) would refuse
     ``variant``'s flags."""
-    from ...core.rope_scaling import NEEDS_LENGTH
     from ...plugin.build import model_args
     from ...core.encodings import ENCODINGS
     from ...plugin.position_args import check_foreign_flags
@@ -119,7 +120,7 @@ def _check_flags(variant: Variant, settings: Settings, row: str) -> None:
     generation = variant_flags(variant.flags, TASK)
     scaling = requested_scaling(generation)
     if scaling is not None:
-        if (scaling.kind in NEEDS_LENGTH and scaling.original_len is None
+        if (scaling.spec.reads_length and scaling.original_len is None
                 and not settings.train_max_len):
             raise ValueError(f"--rope-scaling {scaling.kind} needs the training length: add "
                              "--rope-scaling-original-len N to the variant, or train with "

@@ -23,6 +23,11 @@ from tests.support.batches import random_source
 from tests.support.model_utils import MODEL_TOL, build_model, dictionary
 
 
+def llama3(low=None, high=None) -> dict:
+    """Llama 3's options as :class:`RopeScaling` takes them (None: not given)."""
+    return {"rope_scaling_low_freq_factor": low, "rope_scaling_high_freq_factor": high}
+
+
 def hf_llama3(d: int, base: float, s: float, length: int, low: float = 1.0,
               high: float = 4.0) -> list[float]:
     """``_compute_llama3_parameters`` as documented, one pair at a time."""
@@ -51,7 +56,7 @@ def hf_dynamic(d: int, base: float, s: float, length: int, n: int) -> list[float
     (64, 4.0, 512, 1.0, 4.0), (32, 8.0, 8192, 1.0, 4.0), (16, 2.0, 100, 0.5, 8.0),
     (128, 4.0, 2048, 2.0, 3.0)])
 def test_llama3_frequencies_pair_by_pair(d, s, length, low, high):
-    scaling = RopeScaling("llama3", s, length, low, high)
+    scaling = RopeScaling("llama3", s, length, llama3(low, high))
     got = scaling.frequencies(d, 10000.0).tolist()
     want = hf_llama3(d, 10000.0, s, length, low, high)
     assert max(abs(g - w) / w for g, w in zip(got, want)) < 1e-14
@@ -145,12 +150,12 @@ def test_the_task_gives_the_generators_settings_to_the_decoder():
 
 
 @pytest.mark.parametrize("args,message", [
-    (("yarn", 2.0, 8, 1.0), "--rope-scaling-low-freq-factor are read by --rope-scaling "
-                            "llama3 only"),
-    (("dynamic", 2.0, 8, None, 4.0), "--rope-scaling-high-freq-factor are read by"),
-    (("llama3", 2.0, 8, 4.0, 4.0), "needs 0 < --rope-scaling-low-freq-factor < "
-                                   "--rope-scaling-high-freq-factor .* got 4.0 and 4.0"),
-    (("llama3", 2.0, 8, 0.0), "got 0.0 and 4.0"),
+    (("yarn", 2.0, 8, llama3(1.0)), "--rope-scaling-low-freq-factor are read by "
+                                    "--rope-scaling llama3 only"),
+    (("dynamic", 2.0, 8, llama3(None, 4.0)), "--rope-scaling-high-freq-factor are read by"),
+    (("llama3", 2.0, 8, llama3(4.0, 4.0)), "needs 0 < --rope-scaling-low-freq-factor < "
+                                           "--rope-scaling-high-freq-factor .* got 4.0 and 4.0"),
+    (("llama3", 2.0, 8, llama3(0.0)), "got 0.0 and 4.0"),
     (("dynamic", 2.0, 0), "--rope-scaling-original-len must be a positive number"),
 ])
 def test_bad_values_name_the_flags(args, message):
