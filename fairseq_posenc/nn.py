@@ -8,10 +8,9 @@ plugin's, on CPU or GPU.
   (``t5``, ``shaw``, ``rope``, ...; any ``--pos-encoding`` name), over ``(batch, time,
   embed_dim)``; the encoding's settings are keyword options under their Python names
   (``shaw_clip=16``), each with the plugin's default (:func:`encoding_options`).
-* :class:`PositionStack` -- one stack's positions (its encoding), shared by its layers as
-  the plugin's ``PositionStack`` shares them (T5's one table per stack; TUPE's terms
-  computed once per forward), and RoPE's scaling (``rope_scaling="yarn"``; yours:
-  :func:`register_rope_scaling`).
+* :class:`PositionStack` -- one stack's positions, shared by its layers as the plugin's
+  ``PositionStack`` shares them (T5's one table per stack), and RoPE's scaling
+  (``rope_scaling="yarn"``; yours: :func:`register_rope_scaling`).
 * :class:`DecodingCache` -- incremental decoding: each layer's keys and values so far and
   the stack's position context; :meth:`DecodingCache.reorder` for beam search.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
