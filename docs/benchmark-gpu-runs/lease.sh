@@ -30,8 +30,9 @@
 #      gettext corpus, six encodings at once on the GPU, the cap raised in steps
 #      (converged_real.sh; data/gettext carried: docs/real-corpus.md)
 #   7  fire and cope against stock: FIRE below its threshold in the fused
-#      distance kernel, CoPE's logits in blocks of queries. First their GPU tests
-#      (tests/core/kernels/test_gpu.py -k "fire or cope"); then training steps, fp16,
+#      distance kernel, CoPE's logits in blocks of queries. First the whole GPU suite
+#      (tests/core/kernels/test_gpu.py, fire's and cope's tests among it: the kinds' hooks
+#      replaced the attention's paths over kinds since part 5); then training steps, fp16,
 #      128 and 512 tokens (64 x 512 at the default 32768 tokens), with the peak memory.
 #      Targets: fire train <= 1.10 of stock at 128 and 512, peak memory <= 1.05; cope
 #      trains 64 x 512 (no out of memory) with peak memory <= 2.0 of stock
@@ -181,8 +182,10 @@ case "$part" in
       $(( $(left) - 20 )) "${dry[@]}"
     ;;
   7)
-    stage fire-cope-tests 60 200 python3 -m pytest tests/core/kernels/test_gpu.py -k "fire or cope" \
-      -q -rfE -p no:cacheprovider --junitxml="$out/gpu-tests-fire-cope.xml"
+    workers=()
+    python3 -c "import xdist" 2>/dev/null && workers=(-n 8)
+    stage gpu-tests 60 200 python3 -m pytest tests/core/kernels/test_gpu.py "${workers[@]}" -q -rfE \
+      -p no:cacheprovider --junitxml="$out/gpu-tests.xml"
     stage fire-cope-train 100 300 "${bench[@]}" --encodings fire cope --lengths "${lengths[@]}" \
       --dtype "$half" --calls train --out-json "$out/train-fire-cope-fp16.json" \
       --out-md "$out/train-fire-cope-fp16.md"
