@@ -28,7 +28,7 @@ setup(
         "console_scripts": [
             "posenc-inspect = fairseq_posenc.tools.inspection.cli:main",
             "posenc-compare = fairseq_posenc.tools.compare.cli:main",
-            "posenc-convert = fairseq_posenc.tools.convert:main",
+            "posenc-convert = fairseq_posenc.tools.convert_cli:main",
             "posenc-score = fairseq_posenc.tools.evaluation.cli:main",
             "posenc-hypotheses = fairseq_posenc.tools.hypotheses:main",
             "posenc-benchmark = fairseq_posenc.tools.benchmark.cli:main",

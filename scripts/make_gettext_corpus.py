@@ -7,7 +7,7 @@ the cleaning and the counts: docs/real-corpus.md).
     posenc-compare runs/gettext --data data/gettext -s en -t de --encodings sinusoidal t5 ...
 """
 
-from fairseq_posenc.tools.gettext_corpus.build import main
+from fairseq_posenc.tools.gettext_corpus.corpus_build import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,6 +1,6 @@
 """A trained checkpoint with other position encodings: fairseq's ``transformer`` (or the
 plugin's ``transformer_posenc``) as a ``transformer_posenc`` checkpoint, ready to fine-tune.
-``posenc-convert`` is this module's command line (:mod:`fairseq_posenc.tools.convert`);
+``posenc-convert`` is this module's command line (:mod:`fairseq_posenc.tools.convert_cli`);
 docs/convert.md says what is copied, new and dropped, and why.
 
 :func:`convert` takes the checkpoint and the position flags of ``fairseq-train`` (``--pos-

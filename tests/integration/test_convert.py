@@ -31,7 +31,7 @@ import torch
 
 import tests.support.cli_utils as cu
 from fairseq_posenc.plugin.checkpoint import load
-from fairseq_posenc.tools.convert import main as posenc_convert
+from fairseq_posenc.tools.convert_cli import main as posenc_convert
 from tests.support.conversion import VARIANTS, validation_nll
 
 pytestmark = [

@@ -1,5 +1,5 @@
 """Checkpoints for the tests of ``posenc-convert`` (tests/plugin/test_convert.py,
-tests/tools/test_convert.py, tests/integration/test_convert.py), and what they measure of a
+tests/tools/test_convert_cli.py, tests/integration/test_convert.py), and what they measure of a
 converted one.
 
 Stock checkpoints are written by fairseq's own ``Trainer.save_checkpoint``, as

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairseq_posenc.tools.compare import cli, fairseq_flags, plan, rows, variants
+from fairseq_posenc.tools.compare import cli, encoding_rows, fairseq_flags, plan, variants
 from tests.tools.test_compare import base_args, raw, run_main  # noqa: F401  (raw: fixture)
 
 
@@ -168,7 +168,7 @@ def test_the_rope_scaling_options_are_a_variants_own(raw):  # noqa: F811
                        ("rope:--rope-scaling dynamic --rope-scaling-factor 4",
                         "--rope-scaling dynamic needs the training length")):
         with pytest.raises(ValueError, match=says):
-            variants._check_flags(variants.parse(spec), settings, rows.parse("rope"))
+            variants._check_flags(variants.parse(spec), settings, encoding_rows.parse("rope"))
     assert variants.parse("rope:--rope-scaling=linear --rope-scaling-factor=4").name == (
         "rope+linear-4")
     generated = fairseq_flags.variant_flags(SCALING.split(), variants.TASK)

@@ -41,7 +41,7 @@ from fairseq_posenc.plugin.checkpoint import load
 from fairseq_posenc.plugin.model_flags import FINETUNE_RECIPE
 from fairseq_posenc.tools.compare import cli, data, init_from, plan, settings as settings_mod
 from fairseq_posenc.tools.compare.plan import Run
-from fairseq_posenc.tools.compare.rows import parse_all
+from fairseq_posenc.tools.compare.encoding_rows import parse_all
 from tests.fixtures.make_record_checkpoints import write_checkpoint
 from tests.support.compare_reports import write_prepared
 from tests.support.conversion import SIZES, VARIANTS, write_language_model, write_stock

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_posenc.tools.gettext_corpus import build, catalogs, cleaning, mirrors, packages
+from fairseq_posenc.tools.gettext_corpus import catalogs, cleaning, corpus_build, mirrors, packages
 from tests.support.gettext_files import (dpkg_deb_build, mo_entry, write_ar_deb, write_mo)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,7 +210,7 @@ def test_builds_splits_without_a_source_in_two(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     args = ["--out", str(out), "--cache", str(cache), "--packages", str(listing),
             "--mirror", str(mirror), "--valid", "3", "--test", "4"]
-    assert build.main(args) == 0
+    assert corpus_build.main(args) == 0
     splits = {s: read_split(out, s) for s in ("train", "valid", "test")}
     assert (len(splits["valid"]), len(splits["test"])) == (3, 4)
     sources = {s: {en for en, _ in pairs} for s, pairs in splits.items()}
@@ -242,12 +242,12 @@ def test_a_damaged_cached_file_is_downloaded_again(tmp_path, capsys):
     listing = package_list(tmp_path / "packages.tsv", mirror, made)
     args = ["--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"),
             "--packages", str(listing), "--mirror", str(mirror), "--valid", "3", "--test", "4"]
-    build.main(args)
+    corpus_build.main(args)
     first = read_split(tmp_path / "out", "train")
     cached = tmp_path / "cache" / "beta_1.0-1_all.deb"
     cached.write_bytes(cached.read_bytes()[:-10])
     capsys.readouterr()
-    build.main(args)
+    corpus_build.main(args)
     assert "beta 1.0-1: the cached" in capsys.readouterr().err
     assert cached.read_bytes() == made[1][1].read_bytes()
     assert read_split(tmp_path / "out", "train") == first
@@ -259,8 +259,8 @@ def test_a_checksum_failure_is_refused_and_nothing_kept(tmp_path):
     listing = package_list(tmp_path / "packages.tsv", mirror, made, {"beta": "ab" * 32})
     out, cache = tmp_path / "out", tmp_path / "cache"
     with pytest.raises(SystemExit) as refused:
-        build.main(["--out", str(out), "--cache", str(cache), "--packages", str(listing),
-                    "--mirror", str(mirror)])
+        corpus_build.main(["--out", str(out), "--cache", str(cache), "--packages", str(listing),
+                           "--mirror", str(mirror)])
     message = str(refused.value)
     assert message.startswith("make_gettext_corpus: beta 1.0-1 from file://")
     assert "is not the pinned file" in message and "ab" * 32 in message
@@ -276,8 +276,8 @@ def test_a_failed_download_names_the_package_and_what_to_do(tmp_path):
     listing = package_list(tmp_path / "packages.tsv", mirror, made)
     made[0][1].unlink()
     with pytest.raises(SystemExit) as refused:
-        build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
-                    "--mirror", str(mirror)])
+        corpus_build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
+                           "--mirror", str(mirror)])
     message = str(refused.value)
     assert message.startswith("make_gettext_corpus: could not download alpha 1.0-1 "
                               "(pool/main/a/alpha/alpha_1.0-1_all.deb)")
@@ -289,14 +289,14 @@ def test_bad_destinations_and_lists_are_refused_before_any_download(tmp_path, ca
     empty_mirror = tmp_path / "empty"
     empty_mirror.mkdir()
     with pytest.raises(SystemExit, match=r"--out .*file is a file, not a directory"):
-        build.main(["--out", str(tmp_path / "file"), "--mirror", str(empty_mirror)])
+        corpus_build.main(["--out", str(tmp_path / "file"), "--mirror", str(empty_mirror)])
     bad = tmp_path / "bad.tsv"
     bad.write_text("alpha\t1.0\tpool/main/a/alpha.deb\t10\tnot-a-sha\n")
     with pytest.raises(SystemExit, match=r"bad.tsv, line 1: the SHA-256 of alpha must be 64"):
-        build.main(["--out", str(tmp_path / "out"), "--packages", str(bad),
-                    "--mirror", str(empty_mirror)])
+        corpus_build.main(["--out", str(tmp_path / "out"), "--packages", str(bad),
+                           "--mirror", str(empty_mirror)])
     with pytest.raises(SystemExit):
-        build.main(["--out", str(tmp_path / "out"), "--lang", "en"])
+        corpus_build.main(["--out", str(tmp_path / "out"), "--lang", "en"])
     err = capsys.readouterr().err
     assert "--lang 'en'" in err and "packages," not in err  # no download was started
 
@@ -379,8 +379,8 @@ def test_without_mirror_the_apt_sources_mirror_serves_the_packages(tmp_path, cap
     root = write_apt(tmp_path / "apt", parts={
         "debian.sources": DEBIAN_SOURCES.replace("http://mirror.example/debian\n",
                                                  f"file:{mirror}\n")})
-    assert build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
-                       "--valid", "3", "--test", "4"], apt_root=root) == 0
+    assert corpus_build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
+                              "--valid", "3", "--test", "4"], apt_root=root) == 0
     err = capsys.readouterr().err
     assert f"mirror {mirror.as_uri()} (from {root}/etc/apt/sources.list.d/debian.sources)" in err
     assert err.count(f"from {mirror.as_uri()}") == 2  # both packages downloaded from it
@@ -393,8 +393,8 @@ def test_without_a_debian_mirror_the_command_names_mirror_before_downloading(tmp
     root = write_apt(tmp_path / "apt", "deb http://ubuntu.example/ubuntu jammy main\n")
     out, cache = tmp_path / "out", tmp_path / "cache"
     with pytest.raises(SystemExit) as refused:
-        build.main(["--out", str(out), "--cache", str(cache), "--packages", str(listing)],
-                   apt_root=root)
+        corpus_build.main(["--out", str(out), "--cache", str(cache), "--packages", str(listing)],
+                          apt_root=root)
     message = str(refused.value)
     assert message.startswith("make_gettext_corpus: no Debian mirror to download 2 package "
                               "file(s) from (alpha_1.0-1_all.deb, beta_1.0-1_all.deb)")
@@ -412,8 +412,8 @@ def test_a_cache_of_every_file_needs_no_mirror(tmp_path, capsys):
     for _, deb in made:
         (cache / deb.name).write_bytes(deb.read_bytes())
     root = write_apt(tmp_path / "apt")  # no source at all
-    assert build.main(["--out", str(tmp_path / "out"), "--cache", str(cache), "--packages",
-                       str(listing), "--valid", "3", "--test", "4"], apt_root=root) == 0
+    assert corpus_build.main(["--out", str(tmp_path / "out"), "--cache", str(cache), "--packages",
+                              str(listing), "--valid", "3", "--test", "4"], apt_root=root) == 0
     assert capsys.readouterr().err.count(": cached (") == 2
 
 
@@ -425,9 +425,9 @@ def test_mirrors_are_tried_in_order_an_archive_after_the_usual_one(tmp_path, cap
     beta = archive / made[1][1].relative_to(usual)
     beta.parent.mkdir(parents=True)
     made[1][1].rename(beta)
-    assert build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
-                       "--mirror", str(usual), "--mirror", str(archive), "--valid", "3",
-                       "--test", "4"], apt_root=write_apt(tmp_path / "apt")) == 0
+    assert corpus_build.main(["--out", str(tmp_path / "out"), "--packages", str(listing),
+                              "--mirror", str(usual), "--mirror", str(archive), "--valid", "3",
+                              "--test", "4"], apt_root=write_apt(tmp_path / "apt")) == 0
     err = capsys.readouterr().err
     assert re.search(rf"alpha 1.0-1: downloaded .* from {re.escape(usual.as_uri())}$", err, re.M)
     assert re.search(rf"beta 1.0-1: downloaded .* from {re.escape(archive.as_uri())}$", err, re.M)

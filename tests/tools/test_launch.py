@@ -145,7 +145,7 @@ def test_control_characters_in_job_script_values_are_refused_when_parsed(
 
 
 def test_a_tab_in_a_setup_line_and_unicode_in_values_are_kept():
-    from fairseq_posenc.tools.launch import options
+    from fairseq_posenc.tools.launch import launcher_flags
 
     p = cli.parser()
     args = p.parse_args(["out", "--data", "d", "-s", "en", "-t", "de", "--encodings", "t5",
@@ -154,7 +154,7 @@ def test_a_tab_in_a_setup_line_and_unicode_in_values_are_kept():
                          "--slurm-option", "comment=naïve «run»"])
     assert args.slurm_setup == ["export A=1\t# tab"]
     assert args.slurm_account == "Žluťoučký" and args.slurm_option == ["comment=naïve «run»"]
-    assert options.directive("gpu") == "gpu"
+    assert launcher_flags.directive("gpu") == "gpu"
 
 
 def test_a_locked_comparison_is_refused(raw, tmp_path, capsys):  # noqa: F811

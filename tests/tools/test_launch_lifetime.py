@@ -31,7 +31,7 @@ COMMAND = """
 import sys, time
 from pathlib import Path
 from fairseq_posenc.tools.launch import dispatch
-from fairseq_posenc.tools.launch.options import Launcher
+from fairseq_posenc.tools.launch.launcher_flags import Launcher
 from fairseq_posenc.tools.launch.tasks import Task
 from tests.support.processes import sleeping_run
 

@@ -119,7 +119,7 @@ def test_every_option_has_plain_help(script):
 def test_convert_answers_help_within_two_seconds():
     """The console script's own start: a fresh interpreter, the package, the parser."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.convert", "--help"],
+    done = subprocess.run([sys.executable, "-m", "fairseq_posenc.tools.convert_cli", "--help"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
                           env=subprocess_env())
     elapsed = time.monotonic() - started

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_posenc.tools.wmt import evaluate, execute, recipes, reproduce, tables
+from fairseq_posenc.tools.wmt import evaluate, execute, paper_tables, recipes, reproduce
 from fairseq_posenc.tools.wmt import runs as wmt_runs
 
 pytestmark = [
@@ -111,12 +111,12 @@ def test_papers_decode_with_gnmts_length_penalty():
         args = wmt_runs.generate_args(run, Path("D"), Path("c.pt"), "test", Path("R"),
                                        "subword-nmt")
         assert flag(args, "--task") == "translation_gnmt" and flag(args, "--lenpen") == "0.6"
-    assert "Decoding: beam 10, GNMT length penalty ((5 + L) / 6)^0.6." in tables.table(
+    assert "Decoding: beam 10, GNMT length penalty ((5 + L) / 6)^0.6." in paper_tables.table(
         Path("/nonexistent"), ["diet"])
 
 
 def test_table_lists_every_setting_that_differs_from_the_paper(tmp_path):
-    text = tables.table(tmp_path, ["chen2021a", "at5"])
+    text = paper_tables.table(tmp_path, ["chen2021a", "at5"])
     for paper in (recipes.CHEN2021A, recipes.AT5):
         for difference in paper.differences:
             assert f"- {difference}" in text
@@ -133,7 +133,7 @@ def test_seeds_train_apart_and_the_table_shows_mean_and_deviation(tmp_path):
     assert runs[0].result_path(tmp_path).name == "newstest2015.json"
     for run, bleu in zip(runs, (29.0, 30.0, 31.0)):
         evaluate.write_json(run.result_path(tmp_path), {"bleu": bleu, "signature": "s"})
-    text = tables.table(tmp_path, ["at5"])
+    text = paper_tables.table(tmp_path, ["at5"])
     assert "| AT5 (`at5`) | 28.34 / - / - | 30.18 / 30.00 ± 1.00 (n=3) / -0.18 |" in text
 
 
@@ -217,7 +217,7 @@ def test_metrics_as_each_paper_reports_them():
 def test_table_prints_paper_ours_and_difference(tmp_path):
     [run] = wmt_runs.select("diet", "DIET-REL", "EN-CS")
     evaluate.write_json(run.result_path(tmp_path), {"bleu": 19.0, "signature": "nrefs:1|x"})
-    text = tables.table(tmp_path, ["diet"])
+    text = paper_tables.table(tmp_path, ["diet"])
     assert "| DIET-REL (`diet_rel`) | 39.47 / - / - | 38.49 / - / - | 18.68 / 19.00 / +0.32 |" in text
     assert "sacreBLEU: `nrefs:1|x`" in text
 
@@ -228,13 +228,13 @@ def test_table_says_which_training_corpora_each_cell_used(tmp_path):
     [run] = wmt_runs.select("chen2021a", "REL-SCALAR", "EN-CS")
     evaluate.write_json(run.result_path(tmp_path), {
         "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
-    text = tables.table(tmp_path, ["chen2021a"])
+    text = paper_tables.table(tmp_path, ["chen2021a"])
     assert ("EN-CS training data: the paper's europarl_v7, commoncrawl, nc_v13, czeng_1.6; "
             "ours europarl_v7, commoncrawl, nc_v13 -- different data: not comparable") in text
     [run] = wmt_runs.select("diet", "DIET-REL", "CS-EN")
     evaluate.write_json(run.result_path(tmp_path), {
         "bleu": 20.0, "signature": "s", "train_corpora": ["europarl_v7", "commoncrawl", "nc_v13"]})
-    text = tables.table(tmp_path, ["diet"])
+    text = paper_tables.table(tmp_path, ["diet"])
     assert "CS-EN training data: the paper's europarl_v7, commoncrawl, nc_v13; ours " in text
     assert "not comparable" not in text
 
@@ -318,7 +318,7 @@ def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_
     [at5_run] = wmt_runs.select("at5", "AT5", "2015")
     write_result(t5_run, tmp_path, t5, refs, 30.0, 55.0)
     write_result(at5_run, tmp_path, at5, refs, 31.0, 56.5)
-    text = tables.table(tmp_path, ["at5"])
+    text = paper_tables.table(tmp_path, ["at5"])
     bleu_test, _ = paired_bootstrap(t5, at5, refs, "tokenized", "de")
     mark = "*" if bleu_test.significant else ""
     assert f"| AT5 (`at5`) | 28.34 / - / - | 30.18 / 31.00 / +0.82; chrF 56.50; p {bleu_test.p_value:.3f}{mark} |" in text
@@ -327,7 +327,7 @@ def test_table_shows_chrf_and_the_paired_bootstrap_against_the_baseline_row(tmp_
     # several seeds: mean +- std for BLEU and chrF, the largest p over the seed pairs
     write_result(t5_run, tmp_path, at5, refs, 31.0, 56.0, seed=2)
     write_result(at5_run, tmp_path, at5, refs, 31.0, 57.5, seed=2)
-    text = tables.table(tmp_path, ["at5"])
+    text = paper_tables.table(tmp_path, ["at5"])
     equal, _ = paired_bootstrap(at5, at5, refs, "tokenized", "de")
     p = max(bleu_test.p_value, equal.p_value)
     assert (f"30.18 / 31.00 ± 0.00 (n=2) / +0.82; chrF 57.00 ± 0.71 (n=2); p {p:.3f} |"
@@ -344,7 +344,7 @@ def test_table_lists_bleu_and_chrf_by_source_length_and_plots_them(tmp_path):
         evaluate.write_json(run.result_path(tmp_path), {
             "bleu": bleu, "signature": "s", "notes": [f"{label}: a note"],
             "buckets": [b.__dict__ for b in buckets]})
-    text = tables.table(tmp_path, ["extrapolation"])
+    text = paper_tables.table(tmp_path, ["extrapolation"])
     assert "| model | 2017 ours |" in text  # no paper numbers: ours only
     assert "| ALiBi (`alibi`) | 25.00 |" in text and "| RoPE (`rope`) | - |" in text
     assert "| source length | (0, 20] n=5 few | (20, 40] n=3 few |" in text

@@ -26,7 +26,7 @@ sacreBLEU against the baseline (the first encoding unless ``--baseline``). The p
   ``report/index.html``;
 * :mod:`.length_bins` -- each test split's bins by source and by reference length, the same
   for every row, and each row's scores in them;
-* :mod:`.extrapolation` -- ``--train-max-len``: the training pairs kept and dropped, the
+* :mod:`.extrapolation_study` -- ``--train-max-len``: the training pairs kept and dropped, the
   test splits scored in bins relative to the limit, their tables and plots;
 * :mod:`.variants` -- ``--variants``: an encoding's checkpoints translated with more
   ``fairseq-generate`` flags (RoPE's rescalings), rows of their own;

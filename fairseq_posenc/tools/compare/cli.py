@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..experiment.checkpoints import check_rule
-from ..launch import dispatch, lock, options as launch_options
-from ..launch.options import Launcher
-from . import (budget, convergence, data, extrapolation, fairseq_flags, init_dictionaries,
-               init_from, jobs, plan, report, rows as rows_mod, settings as settings_mod,
+from ..launch import dispatch, launcher_flags, lock
+from ..launch.launcher_flags import Launcher
+from . import (budget, convergence, data, encoding_rows, extrapolation_study, fairseq_flags,
+               init_dictionaries, init_from, jobs, plan, report, settings as settings_mod,
                stopping, summary, variants as variants_mod)
 from .execute import say
 from .settings import BATCH_TOKENS, DEFAULT_CLEANING, FINETUNE, RECIPES, SIZES, Settings
@@ -157,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="start over: delete OUT's runs, data and report when its settings "
                         "differ from these")
-    launch_options.add(p, slurm_gpus=True)
+    launcher_flags.add(p, slurm_gpus=True)
     return p
 
 
@@ -266,7 +266,7 @@ def check_models(settings: Settings, encodings: Sequence[str]) -> None:
 
     register()  # the architectures looked up below
 
-    unknown = list(dict.fromkeys(e for row in encodings for e in rows_mod.of(row).encodings
+    unknown = list(dict.fromkeys(e for row in encodings for e in encoding_rows.of(row).encodings
                                  if e not in ENCODINGS))
     if unknown:
         own = sorted(name for name, cls in ENCODINGS.items()
@@ -330,12 +330,12 @@ def check_lengths(settings: Settings, corpus: data.Corpus, encodings: Sequence[s
 
 
 def start(out: Path, new: Settings, force: bool, report_only: bool = False,
-          rows: Sequence[rows_mod.Row] = ()) -> None:
+          rows: Sequence[encoding_rows.Row] = ()) -> None:
     """Stop if ``out`` holds a comparison with other settings, or a row of ``rows`` defined
     otherwise under the same label (unless ``force``); a larger ``--max-update`` alone
     continues its runs (:func:`.budget.change`)."""
     old = settings_mod.read(out / "settings.json")
-    changed = rows_mod.changed(settings_mod.read_rows(out / "settings.json"), rows)
+    changed = encoding_rows.changed(settings_mod.read_rows(out / "settings.json"), rows)
     if changed and not force:
         raise SystemExit("posenc-compare: " + str(out) + " holds runs of rows defined "
                          "otherwise under these labels:\n  " + "\n  ".join(changed)
@@ -365,7 +365,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
-        encodings = rows_mod.parse_all(args.encodings)  # each a Row: its label
+        encodings = encoding_rows.parse_all(args.encodings)  # each a Row: its label
     except ValueError as e:
         p.error(str(e))
     baseline = args.baseline or encodings[0]
@@ -373,7 +373,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error(f"--baseline {baseline} is not among --encodings {' '.join(encodings)} (a "
                 "row is named by its label)")
     settings = settings_of(args, p)
-    launcher = launch_options.of(args, p, "posenc-compare", gpus_per_run=1, cpu=settings.cpu)
+    launcher = launcher_flags.of(args, p, "posenc-compare", gpus_per_run=1, cpu=settings.cpu)
     try:
         batch = plan.batch(settings, launcher.gpus_per_run)
     except ValueError as e:
@@ -398,7 +398,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say(init_dictionaries.check(source, settings, args.init_dict or ()))
     check_models(settings, encodings)
     try:
-        rows_mod.check(encodings)
+        encoding_rows.check(encodings)
     except ValueError as e:
         raise SystemExit(f"posenc-compare: {e}") from None
     fairseq_flags.check_train_args(settings, encodings, batch)
@@ -426,10 +426,10 @@ def compare(args, settings: Settings, launcher: Launcher, batch: dict, encodings
     if note := convergence.epochs_note(settings.max_epoch):
         say(f"note: {note}")
     corpus = data.corpus(settings, args.out, args.workers, say)
-    limit = (extrapolation.train_limit(corpus, settings.train_max_len)
+    limit = (extrapolation_study.train_limit(corpus, settings.train_max_len)
              if settings.train_max_len else None)
     if limit:
-        extrapolation.check_train_limit(limit)
+        extrapolation_study.check_train_limit(limit)
     check_lengths(settings, corpus, encodings, limit.longest if limit else None)
     runs = plan.runs(encodings, args.seeds)
     if args.report_only:

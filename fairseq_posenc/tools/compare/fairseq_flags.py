@@ -12,7 +12,7 @@ flags, every encoding's ``check_options`` and constructor with the model's real 
 an unknown flag, a bad value, or a flag of another encoding (``--shaw-clip`` when
 comparing ``t5`` and ``rope``) is refused with fairseq's or the plugin's message and the
 rows that refuse it. A row's own flags are read with the same parser
-(:func:`.rows.check_flags`), and a value that only they make wrong is blamed on the row,
+(:func:`.encoding_rows.check_flags`), and a value that only they make wrong is blamed on the row,
 by its label. An error raised in the user's own code (an encoding of ``--user-dir``)
 names the row, the user's file and line and a command that shows the traceback
 (:func:`~fairseq_posenc.tools.experiment.user_dir.failure`). Refused too, although
@@ -63,7 +63,7 @@ from typing import Callable, Optional, Sequence
 
 from ..launch.batch import Split
 from . import init_from
-from .rows import Row, check_flags, of
+from .encoding_rows import Row, check_flags, of
 from .settings import Settings
 
 #: fairseq-train settings that a comparison decides for every run: how.
@@ -177,7 +177,7 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
     ``--train-args`` that fairseq or the plugin would refuse for some row's run, or that
     override what the comparison decides or relies on (see the module docstring); on a
     row's flags that fairseq's parser reads as no options of its encodings, as one given
-    twice or as one of ``--train-args`` too (:func:`.rows.check_flags`), or whose values
+    twice or as one of ``--train-args`` too (:func:`.encoding_rows.check_flags`), or whose values
     fairseq or the plugin refuse (blamed on the row, by its label); and on a row whose
     model does not build (:func:`_refusal`)."""
     from fairseq import options
@@ -211,7 +211,7 @@ def check_train_args(settings: Settings, encodings: Sequence[str], batch_split: 
             failures[row] = refusal
     if parser is not None and settings.train_args:
         # what every row's command sets (a row's own flags aside: --train-args may not repeat
-        # them, :func:`.rows.check_flags`; and --init-from's model flags, checked apart)
+        # them, :func:`.encoding_rows.check_flags`; and --init-from's model flags, checked apart)
         plain = Row(of(encodings[0]).encoder)
         tool_sets = {dest for _, dest in named(parser, command(own, plain))} - {
             dest for _, dest in named(parser, _init_flags(settings, plain))}

@@ -38,7 +38,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
-from .rows import Row
+from .encoding_rows import Row
 from .settings import InitFrom
 
 if TYPE_CHECKING:

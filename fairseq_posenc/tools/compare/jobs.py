@@ -23,7 +23,7 @@ from typing import Sequence
 
 from ..launch import slurm
 from ..launch.dispatch import Outcome, dispatch, follow, statuses
-from ..launch.options import Launcher
+from ..launch.launcher_flags import Launcher
 from ..launch.tasks import Status, Task
 from . import execute, plan, variants as variants_mod
 from .data import Corpus

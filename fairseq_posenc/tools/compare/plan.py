@@ -1,11 +1,11 @@
 """The runs of a comparison, where each keeps its files, and what each trains with.
 
-A run is one row (:mod:`.rows`: an encoding, a pair, or a labelled row with its encoding's
+A run is one row (:mod:`.encoding_rows`: an encoding, a pair, or a labelled row with its encoding's
 options) and one seed. Runs are ordered seed by seed (every row's first seed, then every
 row's second, ...), so an interrupted comparison has results for every row as early as it
 can. Every run's ``fairseq-train`` gets the same flags
 (:meth:`.settings.Settings.fairseq_train_flags`): only the architecture's encoding, the
-row's own flags (:meth:`.rows.Row.model_flags`) and the seed differ, and seed ``k`` is
+row's own flags (:meth:`.encoding_rows.Row.model_flags`) and the seed differ, and seed ``k`` is
 the same for every row. Under ``--init-from`` every row trains the checkpoint's model with
 its own encoding, fine-tuned from the checkpoint converted to it (:mod:`.init_from`). How a
 run validates, saves and stops is :mod:`.stopping`'s. The batch is ``--batch-tokens`` per
@@ -35,13 +35,13 @@ from ..experiment.fairseq_run import USER_DIR
 from ..launch.batch import Split, split
 from . import init_from, stopping
 from .data import Corpus
-from .rows import Row, of
+from .encoding_rows import Row, of
 from .settings import Settings
 
 
 @dataclass(frozen=True)
 class Run:
-    encoding: str  # the row's label: a plain name, or a :class:`.rows.Row`
+    encoding: str  # the row's label: a plain name, or a :class:`.encoding_rows.Row`
     seed: int
 
     @property

@@ -24,7 +24,7 @@ from ..evaluation.bins import is_few
 from ..evaluation.buckets import FEW_NOTE, SHORT_NOTE, column, short
 from ..evaluation.significance import MEANING
 from ..textprep.files import write_text_atomic
-from . import budget, convergence, extrapolation, init_from, plots
+from . import budget, convergence, extrapolation_study, init_from, plots
 
 #: ("h1"/"h2"/"h3", text[, anchor]) | ("p", text) | ("table", header, rows) | ("img", path, alt)
 #: | ("links", [(text, path)]); a text's ``[words](#anchor)`` links to the heading of that anchor.
@@ -131,12 +131,12 @@ def _intro(report: dict[str, Any]) -> list[Block]:
                      f"{cleaning['read']:,} ({cleaning['rule'].get('rule', '')})"
                      + (f"; dropped {dropped}." if dropped else "; none dropped."))
         blocks.append(("p", text))
-    return blocks + extrapolation.intro(report)
+    return blocks + extrapolation_study.intro(report)
 
 
 def _few(report: dict[str, Any]) -> bool:
     """Whether a table by length has a bin of few sentences."""
-    return extrapolation.few(report) or any(
+    return extrapolation_study.few(report) or any(
         is_few(b["sentences"]) for r in report["summary"]
         for key in ("buckets", "target_buckets") for b in r.get(key) or ())
 
@@ -153,7 +153,7 @@ def how_to_read(report: dict[str, Any]) -> list[Block]:
                     "compares encodings, not bins. No bin is tested for significance: p is over "
                     "all sentences. By the reference's length too, because the drop on long "
                     "sentences follows the output's length (Varis and Bojar 2021, EMNLP).")
-    text.append(extrapolation.reading(report))
+    text.append(extrapolation_study.reading(report))
     if _few(report):
         text.append(FEW_NOTE + ".")
     if convergence.any_marked(report["summary"]) or convergence.any_marked(report["runs"]):
@@ -192,7 +192,7 @@ def document(report: dict[str, Any], pictures: Path, inspect: dict[str, Path]) -
                          f"{r['params_added']:+,}", _num(r["speed_ratio"])] for r in rows]))
         blocks += pointer(rows)
         blocks += _length_tables(rows, (report.get("bins") or {}).get("splits", {}).get(split))
-        blocks += extrapolation.blocks(report, split, pictures, pointer)
+        blocks += extrapolation_study.blocks(report, split, pictures, pointer)
     for name, alt in (("lengths.png", "BLEU and chrF by source and reference length"),
                       ("validation.png", "validation loss of every run")):
         if name == "validation.png":
@@ -313,7 +313,7 @@ def write(report: dict[str, Any], out: Path, inspect: dict[str, Path]) -> list[P
         old.unlink()
     plots.length_plot(report, pictures / "lengths.png")
     plots.loss_plot(report["runs"], pictures / "validation.png")
-    extrapolation.draw(report, pictures)
+    extrapolation_study.draw(report, pictures)
     blocks = document(report, pictures, inspect)
     md, page = out / "report.md", pictures / "index.html"
     write_text_atomic(md, markdown(blocks, out))

@@ -211,7 +211,7 @@ def read(path: Path) -> Optional[Settings]:
 
 
 def read_rows(path: Path) -> dict[str, Any]:
-    """Each row's definition by its label, as ``path`` records them (:mod:`.rows`); empty
+    """Each row's definition by its label, as ``path`` records them (:mod:`.encoding_rows`); empty
     for a comparison that records none (written before rows had definitions: every row
     was an encoding's name)."""
     if not path.exists():
@@ -227,7 +227,7 @@ def write(path: Path, settings: Settings, launch: Optional[dict[str, Any]] = Non
     """``settings``, and with ``launch`` how this command runs them (launcher, GPUs per run,
     the batch's split), which a rerun may change; with ``rows`` each row's definition by
     its label, added to those recorded (a rerun may add rows, and leave some out, but not
-    define a label otherwise: :func:`.rows.changed`)."""
+    define a label otherwise: :func:`.encoding_rows.changed`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     recorded = {**read_rows(path), **(rows or {})}

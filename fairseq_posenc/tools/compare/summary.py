@@ -19,9 +19,9 @@ time from whatever has finished. Per split and encoding:
 * whether a run of the encoding or of the baseline was still improving when its training
   stopped (:mod:`.convergence`; each run's verdict and its budgets are in its record).
 * with ``--train-max-len``, BLEU and chrF in bins of source length relative to it
-  (:mod:`.extrapolation`).
+  (:mod:`.extrapolation_study`).
 
-A row is an encoding, a pair or a labelled row (:mod:`.rows`): ``rows`` records each one's
+A row is an encoding, a pair or a labelled row (:mod:`.encoding_rows`): ``rows`` records each one's
 encoder, decoder and own flags. Under ``--init-from``, ``init_from`` records the checkpoint
 every row was fine-tuned from (:func:`.init_from.record`), and ``architectures`` each row's
 model flags beside ``transformer_posenc``. An inference-time variant (:mod:`.variants`) is a row of
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 from ..evaluation import ALPHA, N_RESAMPLES, Bins, bleu_bootstrap, chrf_bootstrap
 from ..experiment.trainlog import history
 from ..textprep.files import read_lines, write_text_atomic
-from . import budget, convergence, extrapolation, init_from, length_bins, placement
+from . import budget, convergence, extrapolation_study, init_from, length_bins, placement
 from .data import Corpus, source_lengths
 from .execute import METRIC
 from .plan import Run, architecture, runs as plan_runs
-from .rows import of as rows_of
+from .encoding_rows import of as rows_of
 from ..experiment.translate import BEAM, LENPEN
 from .settings import Settings
 
@@ -116,10 +116,10 @@ def significance(results: dict[int, dict], baseline: dict[int, dict], refs: list
 
 def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str],
           seeds: int, baseline: str, bins: Optional[Bins], params: dict[str, int], *,
-          limit: Optional[extrapolation.TrainLimit] = None,
+          limit: Optional[extrapolation_study.TrainLimit] = None,
           variants: Sequence["Variant"] = ()) -> dict[str, Any]:
     """The whole ``report.json`` (see the module docstring); ``limit``: ``--train-max-len``'s
-    (:mod:`.extrapolation`), ``variants``: rows of their own after the encodings'; ``bins``:
+    (:mod:`.extrapolation_study`), ``variants``: rows of their own after the encodings'; ``bins``:
     ``--bins``'s, None for each split's own (:mod:`.length_bins`)."""
     runs = plan_runs(encodings, seeds)
     records = run_records(out, settings, runs)
@@ -178,7 +178,7 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "architectures": {e: architecture(settings, e) for e in encodings},
         # --init-from: the checkpoint every row was fine-tuned from (None from scratch)
         "init_from": init_from.record(settings.init_from),
-        # each row's encoder, decoder and own flags (:mod:`.rows`)
+        # each row's encoder, decoder and own flags (:mod:`.encoding_rows`)
         "rows": {str(e): rows_of(e).to_json() for e in encodings},
         "significance": {"test": "sacreBLEU paired bootstrap", "resamples": N_RESAMPLES,
                          "alpha": ALPHA},
@@ -188,7 +188,7 @@ def build(out: Path, settings: Settings, corpus: Corpus, encodings: Sequence[str
         "variants": [v.to_json() for v in variants], "runs": records, "summary": summary,
         "speed": {"comparable": comparable, "placement": placed},
     }
-    extrapolation.add_entries(report, corpus, limit, scored)
+    extrapolation_study.add_entries(report, corpus, limit, scored)
     return report
 
 

@@ -5,7 +5,7 @@
     --variants "yarn4=rope:--rope-scaling yarn --rope-scaling-factor 4"
 
 A variant is ``[LABEL=]ENCODING:FLAGS``, ``ENCODING`` a row of ``--encodings`` by its
-label (:mod:`.rows`: an encoding, a pair ``ENCODER/DECODER``, a labelled row). Its row is
+label (:mod:`.encoding_rows`: an encoding, a pair ``ENCODER/DECODER``, a labelled row). Its row is
 named ``LABEL``, or without one ``ENCODING+`` and the flags' values joined by ``-``
 (``rope+yarn-4`` above; a pair's variant needs a ``LABEL``, as a name holds no ``/``). Every seed's
 checkpoint of the encoding translates every test split with the flags added to the
@@ -43,7 +43,7 @@ from .data import Corpus
 from .execute import evaluate, say
 from .fairseq_flags import variant_flags
 from .plan import Run, arch, model_flags, user_dir
-from .rows import of, split_spec
+from .encoding_rows import of, split_spec
 from .settings import Settings
 
 #: The task variants translate with.

@@ -16,7 +16,7 @@ Modules, one responsibility each:
   run (a run whose process outlived an earlier command is waited for);
 * :mod:`.lifetime` -- the processes a command starts end with it (Linux's
   ``PR_SET_PDEATHSIG``; SIGTERM and SIGHUP stop them as Ctrl-C does);
-* :mod:`.options` -- the command-line options both tools share.
+* :mod:`.launcher_flags` -- the command-line options both tools share.
 
 Importing this package loads neither torch, fairseq nor submitit.
 """

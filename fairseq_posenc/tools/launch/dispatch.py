@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from . import lifetime, local, lock, slurm
-from .options import Launcher
+from .launcher_flags import Launcher
 from .tasks import Status, Task, read_record, tail
 
 

@@ -14,7 +14,7 @@ from ..experiment.checkpoints import average_checkpoints  # noqa: F401  (this mo
 from ..experiment.fairseq_run import progress, run_fairseq
 from ..experiment.trainlog import finished, keep_earlier
 from ..launch.dispatch import dispatch, follow
-from ..launch.options import Launcher
+from ..launch.launcher_flags import Launcher
 from ..launch.tasks import Task
 from .recipes import Paper
 from .runs import Run, Scale, checkpoint_rule, train_args

@@ -19,7 +19,7 @@ of sentences, buckets, checkpoint) beside ``TESTSET.hyp.LANG``. ``--data`` (defa
 
 The parts: :mod:`.recipes` (the papers' tables and settings, data), :mod:`.runs` (what runs,
 with which flags), :mod:`.execute` (the trainings, the checkpoint each paper evaluates),
-:mod:`.evaluate` (translate and score a cell), :mod:`.tables` (the Markdown tables), all
+:mod:`.evaluate` (translate and score a cell), :mod:`.paper_tables` (the Markdown tables), all
 running fairseq through the shared runner :mod:`fairseq_posenc.tools.experiment`; this module
 holds the smoke mode and the command line.
 """
@@ -35,12 +35,12 @@ from typing import Optional, Sequence
 
 from . import cli as prepare
 from .evaluate import evaluate
-from ..launch import lock, options as launch_options
+from ..launch import launcher_flags, lock
 from .execute import train, train_all
 from .recipes import PAPERS
 from .runs import Scale, select, train_args, trainings
 from .table_scripts import write_scripts
-from .tables import table
+from .paper_tables import table
 
 
 SMOKE = Scale(arch_size="transformer_tiny", max_update=2, max_tokens=2000, extra_train=(
@@ -114,7 +114,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.add_argument("--max-tokens", type=int, default=4096,
                            help="tokens per GPU and forward pass (default 4096)")
         if name == "train":
-            launch_options.add(p, slurm_gpus=False)  # a job's GPUs: --gpus
+            launcher_flags.add(p, slurm_gpus=False)  # a job's GPUs: --gpus
     what = "print the Markdown tables: the paper's numbers, ours, the difference, p, buckets"
     p = sub.add_parser("table", help=what, description=what)
     p.add_argument("--work", type=Path, default=Path("work/wmt"), help=WORK)
@@ -154,7 +154,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             args_ = train_args(run, args.data, args.work, scale)
             print(" ".join(["fairseq-train", *map(shlex.quote, args_)]))
         return 0
-    launcher = launch_options.of(args, subparsers["train"], "posenc-reproduce",
+    launcher = launcher_flags.of(args, subparsers["train"], "posenc-reproduce",
                                  gpus_per_run=args.gpus)
     with lock.hold(args.work, "posenc-reproduce"):
         train_all(trainings(runs), args.data, args.work, scale, launcher)

@@ -1,11 +1,11 @@
-"""posenc-compare's rows (fairseq_posenc/tools/compare/rows.py): an encoding, a pair
+"""posenc-compare's rows (fairseq_posenc/tools/compare/encoding_rows.py): an encoding, a pair
 ``ENCODER/DECODER``, or ``LABEL=ENC:FLAGS`` with options of its encodings. Parsing and the
 refusals, each before anything is written; a row's flags read as fairseq-train reads them
 (fairseq's own parse of the row's command: ``--rope-fraction -0.1`` is a value), a flag given
 twice refused, and a bad value blamed on the row with the option's own message (the
 encoding's check, called here directly); what a row's run trains; its directory; the
 settings record that refuses a label defined otherwise; variants of a pair. The end to end
-run is in test_compare_extrapolation.py."""
+run is in test_compare_extrapolation_study.py."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import pickle
 
 import pytest
 
-from fairseq_posenc.tools.compare import cli, fairseq_flags, plan, rows, settings as settings_mod
+from fairseq_posenc.tools.compare import cli, encoding_rows, fairseq_flags, plan
+from fairseq_posenc.tools.compare import settings as settings_mod
 from fairseq_posenc.tools.compare import variants
 from tests.tools.test_compare import base_args, raw, run_main  # noqa: F401  (raw: fixture)
 
-PAIR = rows.Row("t5/alibi", "t5", "alibi")
+PAIR = encoding_rows.Row("t5/alibi", "t5", "alibi")
 
 
 @pytest.mark.parametrize("spec, label, encoder, decoder, flags", [
@@ -29,7 +30,7 @@ PAIR = rows.Row("t5/alibi", "t5", "alibi")
     ("named=t5/alibi", "named", "t5", "alibi", ()),
 ])
 def test_rows_parse(spec, label, encoder, decoder, flags):
-    row = rows.parse(spec)
+    row = encoding_rows.parse(spec)
     assert (str(row), row.encoder, row.decoder, row.flags) == (label, encoder, decoder, flags)
 
 
@@ -43,15 +44,15 @@ def test_rows_parse(spec, label, encoder, decoder, flags):
 ])
 def test_malformed_rows_are_refused(spec, says):
     with pytest.raises(ValueError, match="--encodings") as info:
-        rows.parse(spec)
+        encoding_rows.parse(spec)
     assert says in str(info.value)
 
 
 def test_a_pair_trains_its_encoder_s_architecture_with_both_flags_in_a_safe_directory(tmp_path):
     from fairseq import options
 
-    assert PAIR.dirname == "t5-alibi" and rows.of("t5/alibi").to_json() == PAIR.to_json()
-    run = plan.Run(rows.parse("tr=t5/rope:--rope-base 100"), 1)
+    assert PAIR.dirname == "t5-alibi" and encoding_rows.of("t5/alibi").to_json() == PAIR.to_json()
+    run = plan.Run(encoding_rows.parse("tr=t5/rope:--rope-base 100"), 1)
     assert pickle.loads(pickle.dumps(run)).row.to_json() == run.row.to_json()  # to a worker
     assert plan.Run(PAIR, 2).dir(tmp_path) == tmp_path / "runs" / "t5-alibi" / "seed2"
     args = cli.parser().parse_args(base_args(tmp_path / "cmp", tmp_path, "--encodings", "t5"))
@@ -67,12 +68,12 @@ class _Corpus:
 
 
 def test_repeated_labels_and_shared_directories_are_refused():
-    assert rows.parse_all(["t5", "t5/alibi", "t5"]) == ["t5", "t5/alibi"]
+    assert encoding_rows.parse_all(["t5", "t5/alibi", "t5"]) == ["t5", "t5/alibi"]
     with pytest.raises(ValueError, match="the label x is defined twice"):
-        rows.parse_all(["x=rope:--rope-base 1", "x=rope:--rope-base 2"])
+        encoding_rows.parse_all(["x=rope:--rope-base 1", "x=rope:--rope-base 2"])
     with pytest.raises(ValueError, match="t5/alibi and t5-alibi would train in the same "
                                          "directory runs/t5-alibi"):
-        rows.parse_all(["t5/alibi", "t5-alibi=t5:--t5-num-buckets 8"])
+        encoding_rows.parse_all(["t5/alibi", "t5-alibi=t5:--t5-num-buckets 8"])
 
 
 def check_rows(raw, tmp_path, specs, train_args=""):  # noqa: F811
@@ -81,7 +82,8 @@ def check_rows(raw, tmp_path, specs, train_args=""):  # noqa: F811
     args = cli.parser().parse_args(base_args(tmp_path / "cmp", raw, "--encodings", *specs,
                                              f"--train-args={train_args}"))
     settings = cli.settings_of(args, cli.parser())
-    fairseq_flags.check_train_args(settings, rows.parse_all(specs), plan.batch(settings, 0))
+    fairseq_flags.check_train_args(settings, encoding_rows.parse_all(specs),
+                                   plan.batch(settings, 0))
 
 
 @pytest.mark.parametrize("specs, train_args, says", [
@@ -111,14 +113,14 @@ def test_a_row_s_flags_are_its_encodings_options_each_once(raw, tmp_path, specs,
 
 def test_a_label_that_is_an_encoding_s_name_trains_only_it():
     with pytest.raises(ValueError, match="t5 is an encoding's name"):
-        rows.check(rows.parse_all(["t5=rope:--rope-base 9"]))
-    rows.check(rows.parse_all(["t5", "t5=t5"]))
+        encoding_rows.check(encoding_rows.parse_all(["t5=rope:--rope-base 9"]))
+    encoding_rows.check(encoding_rows.parse_all(["t5", "t5=t5"]))
 
 
 def test_a_negative_value_is_the_flag_s_value_as_fairseq_train_reads_it(tmp_path):
     from fairseq import options
 
-    row = rows.parse("r=rope:--rope-fraction -0.1")
+    row = encoding_rows.parse("r=rope:--rope-fraction -0.1")
     args = cli.parser().parse_args(base_args(tmp_path / "cmp", tmp_path, "--encodings", "t5"))
     settings = cli.settings_of(args, cli.parser())
     command = plan.train_args(settings, _Corpus(), plan.Run(row, 1), tmp_path,
@@ -176,7 +178,7 @@ def test_bad_rows_stop_before_anything_is_written(raw, tmp_path, capsys, extra, 
 def test_a_variant_of_a_pair_with_a_rotation_is_checked_and_passes(raw, tmp_path):  # noqa: F811
     args = cli.parser().parse_args(base_args(tmp_path / "cmp", raw, "--encodings", "t5/rope"))
     settings = cli.settings_of(args, cli.parser())
-    row = rows.parse("t5/rope")
+    row = encoding_rows.parse("t5/rope")
     variants.check([variants.parse("lin=t5/rope:--rope-scaling linear "
                                    "--rope-scaling-factor 2")], [row], settings)
     with pytest.raises(ValueError, match="the row name 't5/rope\\+linear-2' may hold only"):
@@ -187,13 +189,13 @@ def test_a_label_defined_otherwise_on_a_rerun_is_refused(raw, tmp_path, capsys):
     args = cli.parser().parse_args(base_args(tmp_path / "cmp", raw, "--encodings", "t5"))
     settings = cli.settings_of(args, cli.parser())
     out = tmp_path / "cmp"
-    first = rows.parse_all(["t5", "x=rope:--rope-base 100"])
+    first = encoding_rows.parse_all(["t5", "x=rope:--rope-base 100"])
     settings_mod.write(out / "settings.json", settings, None,
                        {row.label: row.to_json() for row in first})
     cli.start(out, settings, False, rows=first)  # the same rows: nothing to say
-    cli.start(out, settings, False, rows=rows.parse_all(["t5/alibi"]))  # a new row
+    cli.start(out, settings, False, rows=encoding_rows.parse_all(["t5/alibi"]))  # a new row
     with pytest.raises(SystemExit) as stop:
-        cli.start(out, settings, False, rows=rows.parse_all(["x=rope:--rope-base 50"]))
+        cli.start(out, settings, False, rows=encoding_rows.parse_all(["x=rope:--rope-base 50"]))
     assert ("x: rope, --rope-base 100 before, rope, --rope-base 50 now"
             in str(stop.value.code))
     # a rerun records its new rows beside the earlier ones

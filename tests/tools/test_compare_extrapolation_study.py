@@ -1,5 +1,5 @@
 """posenc-compare's extrapolation study: ``--train-max-len N`` (fairseq_posenc/tools/compare/
-extrapolation.py) and inference-time variants (fairseq_posenc/tools/compare/variants.py).
+extrapolation_study.py) and inference-time variants (fairseq_posenc/tools/compare/variants.py).
 
 References: the lengths of a made-up test set counted into the relative bins by hand (with
 sentences exactly at N, 1.5N, 2N and 3N), sacreBLEU's own corpus scores of the sentences
@@ -22,7 +22,8 @@ import sacrebleu
 
 import tests.support.cli_utils as cu
 from tests.support.compare_reports import fake_result, write_prepared
-from fairseq_posenc.tools.compare import cli, extrapolation, report as report_mod, summary, variants
+from fairseq_posenc.tools.compare import cli, extrapolation_study, summary, variants
+from fairseq_posenc.tools.compare import report as report_mod
 from fairseq_posenc.tools.compare import settings as settings_mod
 from fairseq_posenc.tools.compare.plan import Run
 
@@ -97,12 +98,12 @@ def run_main(args: list[str], capsys) -> str:
 @pytest.mark.parametrize("n", sorted(BY_HAND))
 def test_relative_bins_hold_the_sentences_a_hand_count_puts_there(n):
     tokens = [w + 1 for w in TEST_WORDS]
-    bins = extrapolation.relative_bins(n)
+    bins = extrapolation_study.relative_bins(n)
     members = [[i for i, t in enumerate(tokens) if low < t <= high] for low, high in bins]
     assert members == BY_HAND[n]
-    assert extrapolation.relative_labels() == [[0, 1], [1, 1.5], [1.5, 2], [2, 3], [3, None]]
+    assert extrapolation_study.relative_labels() == [[0, 1], [1, 1.5], [1.5, 2], [2, 3], [3, None]]
     with pytest.raises(ValueError, match="at least 2"):
-        extrapolation.relative_bins(1)
+        extrapolation_study.relative_bins(1)
 
 
 def test_each_bin_is_scored_as_sacrebleu_scores_its_sentences(prepared, tmp_path):
@@ -117,7 +118,8 @@ def test_each_bin_is_scored_as_sacrebleu_scores_its_sentences(prepared, tmp_path
         cu.write_lines(path, lines)
         results[seed] = {"hypotheses": str(path), "untranslated": [13] if seed == 1 else []}
     corpus = SimpleNamespace(source_lang=SRC, target_lang=TGT)
-    got = extrapolation.entries(results, sources, refs, [w + 1 for w in TEST_WORDS], corpus, 10)
+    got = extrapolation_study.entries(results, sources, refs, [w + 1 for w in TEST_WORDS],
+                                      corpus, 10)
     assert [e["n"] for e in got] == [len(ids) for ids in BY_HAND[10]]
     assert [e["untranslated"] for e in got] == [0, 0, 0, 0, 1]
     assert got[-1]["bin"] == [3, None] and got[-1]["tokens"] == [30, None]
@@ -139,7 +141,7 @@ def test_each_bin_is_scored_as_sacrebleu_scores_its_sentences(prepared, tmp_path
 
 @pytest.mark.parametrize("n", [8, 20, 40])
 def test_kept_and_dropped_pairs_are_what_a_plain_loop_counts(prepared, n):
-    limit = extrapolation.train_limit(corpus_of(prepared), n)
+    limit = extrapolation_study.train_limit(corpus_of(prepared), n)
     kept, dropped, longest_source = kept_by_loop(prepared / "raw", n)
     assert (limit.kept, limit.dropped, limit.longest_source) == (kept, dropped, longest_source)
     assert limit.to_json() == {"n": n, "kept": kept, "dropped": dropped}
@@ -227,7 +229,7 @@ def test_report_json_and_the_plot(prepared, tmp_path):
             run = Run("rope" if row == variant.name else row, seed)
             fake_result(out, run, "test" if row != variant.name else "test@" + variant.name,
                         refs, hyps[row, seed], variant.flags if row == variant.name else ())
-    limit = extrapolation.train_limit(corpus, n)
+    limit = extrapolation_study.train_limit(corpus, n)
     built = summary.build(out, settings, corpus, ["sinusoidal", "rope"], 2, "sinusoidal",
                           ((0, 20), (20, float("inf"))), {"sinusoidal": 10, "rope": 10},
                           limit=limit, variants=[variant])
@@ -269,7 +271,7 @@ def test_report_json_and_the_plot(prepared, tmp_path):
     assert "`rope+yarn-4` = `rope` with `--rope-scaling yarn --rope-scaling-factor 4`" in md
     assert "![test: BLEU and chrF by source length over N](report/extrapolation-test.png)" in md
     page = (out / "report" / "index.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 3  # lengths, extrapolation, loss
+    assert page.count('src="data:image/png;base64,') == 3  # lengths, extrapolation_study, loss
 
     # without --train-max-len: no relative bins
     plain = summary.build(out, cli.settings_of(cli.parser().parse_args(
@@ -284,8 +286,8 @@ def test_report_json_and_the_plot(prepared, tmp_path):
 
 @pytest.mark.slow  # a comparison end to end: data, training, translation with a variant
 def test_a_comparison_with_a_limit_and_a_rope_variant(tmp_path):
-    """Its rows: rope, and a labelled pair with an option of rope (compare/rows.py: t5 in the
-    encoder, rope with base 100 in the decoder; one row for both kinds, CI's time), each
+    """Its rows: rope, and a labelled pair with an option of rope (compare/encoding_rows.py:
+    t5 in the encoder, rope with base 100 in the decoder; one row for both kinds, CI's time), each
     trained and reported under its label; the rerun's variant is the pair's (its decoder's
     rotation scaled)."""
     raw, out, n = tmp_path / "raw", tmp_path / "cmp", 54

@@ -1,8 +1,8 @@
-"""``posenc-convert`` (``tools/convert.py``): what it prints, what it writes, and how it
+"""``posenc-convert`` (``tools/convert_cli.py``): what it prints, what it writes, and how it
 refuses.
 
 The command runs as a user runs it (``main`` with their argument list; once as a process,
-``python -m fairseq_posenc.tools.convert``, which is what the console script calls) on stock
+``python -m fairseq_posenc.tools.convert_cli``, which is what the console script calls) on stock
 checkpoints saved by fairseq's trainer. References: the report and the fine-tuning command of
 the library function it fronts (``plugin/convert.py``), the file's own SHA-256, and what is on
 disk after a refusal (nothing new, an existing file unchanged).
@@ -18,7 +18,7 @@ import pytest
 
 from fairseq_posenc.plugin.checkpoint import load
 from fairseq_posenc.plugin.convert import convert
-from fairseq_posenc.tools.convert import main
+from fairseq_posenc.tools.convert_cli import main
 from tests.support.cli_utils import REPO_ROOT, subprocess_env
 from tests.support.conversion import VARIANTS, write_stock
 
@@ -100,7 +100,7 @@ def test_the_command_refuses_in_one_line_without_a_traceback(tmp_path):
     write_stock(tmp_path / "stock.pt")
     (tmp_path / "out.pt").write_text("kept")
     done = subprocess.run(
-        [sys.executable, "-m", "fairseq_posenc.tools.convert", str(tmp_path / "stock.pt"),
+        [sys.executable, "-m", "fairseq_posenc.tools.convert_cli", str(tmp_path / "stock.pt"),
          str(tmp_path / "out.pt"), "--pos-encoding", "rope"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=subprocess_env())
     assert done.returncode == 1 and done.stdout == ""
