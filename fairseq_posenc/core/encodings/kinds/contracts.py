@@ -93,7 +93,7 @@ def built_refusal(term: PositionEncoding) -> Optional[str]:
     family) whose ``max_len``, the positions its factors cover, its constructor left unset
     or not a positive int."""
     cls = type(term)
-    if term.applies_as not in kinds_of(cls) and not issubclass(cls, term.applies_as):
+    if not (isinstance(term.applies_as, type) and issubclass(cls, term.applies_as)):
         return (f"sets applies_as = {getattr(term.applies_as, '__name__', term.applies_as)}, "
                 f"which is none of its kinds ({', '.join(k.__name__ for k in kinds_of(cls))})")
     if term.applies_as.facts.attention != "self":
