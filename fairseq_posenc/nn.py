@@ -15,7 +15,7 @@ plugin's, on CPU or GPU.
   the stack's position context; :meth:`DecodingCache.reorder` for beam search.
 * :class:`PositionEmbedding` -- the input-level encodings (``sinusoidal``, ``learned``,
   ``none``, ``shape``), embeddings to add to the input: they are no term of attention.
-* :func:`choose_kernels` -- ``--pos-kernels``: Triton kernels where verified, or torch's.
+* :func:`choose_kernels`; :func:`path_attention` and :func:`stickbreaking_attention`.
 * Your own encoding: a class of a kind (:class:`DistanceBias`, :class:`PairBias`,
   :class:`LowRank`, :class:`Rotation`, :class:`InputEmbedding`), its options as keyword
   arguments, :func:`register_encoding` as its decorator (``docs/adding-an-encoding.md``).
@@ -41,6 +41,8 @@ from .core.encodings import ENCODINGS
 from .core.encodings.base import PositionEncoding
 from .core.encodings.kinds import DistanceBias, InputEmbedding, LowRank, PairBias, Rotation
 from .core.encodings.options import Option
+from .core.encodings.path_products import path_attention  # re-exported (__all__)
+from .core.encodings.stick_weights import stickbreaking_attention  # re-exported (__all__)
 from .core.encodings.registry import option_values, register_encoding
 from .core.kernel_choice import choose_kernels  # re-exported (__all__)
 from .core.positions import real_positions
@@ -51,7 +53,8 @@ from .core.rope_scaling_registry import (Scaled, Unscaled,  # re-exported (__all
 __all__ = ["DecodingCache", "DistanceBias", "InputEmbedding", "LowRank", "Option", "PairBias",
            "PositionContext", "PositionEmbedding", "PositionStack", "PositionalSelfAttention",
            "Rotation", "Scaled", "Unscaled", "choose_kernels", "encoding_names",
-           "encoding_options", "register_encoding", "register_rope_scaling"]
+           "encoding_options", "path_attention", "register_encoding", "register_rope_scaling",
+           "stickbreaking_attention"]
 
 
 def encoding_names(input_level: Optional[bool] = None) -> list[str]:

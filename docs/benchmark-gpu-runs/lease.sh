@@ -36,6 +36,10 @@
 #      128 and 512 tokens (64 x 512 at the default 32768 tokens), with the peak memory.
 #      Targets: fire train <= 1.10 of stock at 128 and 512, peak memory <= 1.05; cope
 #      trains 64 x 512 (no out of memory) with peak memory <= 2.0 of stock
+#   8  path and stickbreaking (decoders only, torch's path: PaTH blockwise in torch,
+#      stick-breaking's explicit weights): their decoder layers against stock's
+#      (--layer-stacks decoder) and the whole models' training steps, fp16, 128 and 512
+#      tokens, with peak memory
 #
 # Wheels: fairseq and its missing requirements, and nvidia-cudnn-frontend 1.16.0, from the
 # ignored folder .whl (named in the device's `carry`); see README.md here, "Parts". Every
@@ -190,8 +194,17 @@ case "$part" in
       --dtype "$half" --calls train --out-json "$out/train-fire-cope-fp16.json" \
       --out-md "$out/train-fire-cope-fp16.md"
     ;;
+  8)
+    stage path-sb-layers 100 200 "${bench[@]}" --encodings path stickbreaking \
+      --lengths "${lengths[@]}" --dtype "$half" --calls train --level layer rest \
+      --layer-stacks decoder --out-json "$out/layers-path-sb-fp16.json" \
+      --out-md "$out/layers-path-sb-fp16.md"
+    stage path-sb-train 100 250 "${bench[@]}" --encodings path stickbreaking \
+      --lengths "${lengths[@]}" --dtype "$half" --calls train --level model \
+      --out-json "$out/train-path-sb-fp16.json" --out-md /tmp/train-path-sb.md
+    ;;
   *)
-    echo "unknown part '$part': 1 to 7" >&2
+    echo "unknown part '$part': 1 to 8" >&2
     exit 2
     ;;
 esac

@@ -139,6 +139,31 @@ def _read_inputs(terms: tuple, x: Tensor, key_padding_mask: Optional[Tensor],
             for term in terms}
 
 
+def _rewrite_cached_keys(positions: AttachedPositions, saved: Buffer, read: dict) -> None:
+    """The cached keys as the terms that rewrite them keep them (PaTH: carried to the
+    call's last position), in place of the appended ones."""
+    for term in positions.key_rewriters:
+        saved["prev_key"] = term.applies_as.cache_keys(term, saved["prev_key"], read[term])
+
+
+def _normalised(normaliser: Optional[PositionEncoding], logits: Tensor, a: Operands,
+                unattended: Optional[Tensor], head_dim: int
+                ) -> tuple[Tensor, Optional[Tensor]]:
+    """The attention weights of ``logits`` (the softmax, or the term that replaces it), and
+    the term the replacement adds to the output (or None). A query that sees only padding
+    (a left-padded target's padding under the causal mask) attends to nothing, as in the
+    fused kernels: zeros, where a softmax over -inf alone would give NaN, and NaN gradients
+    to every bias."""
+    if normaliser is not None:
+        return normaliser.applies_as.normalise(normaliser, logits, a, head_dim)
+    if unattended is not None:
+        logits = logits.masked_fill(unattended, 0.0)
+    probs = _softmax(logits)
+    if unattended is not None:
+        probs = probs.masked_fill(unattended, 0.0)
+    return probs, None
+
+
 def _concatenated(plan: Plan, a: Operands) -> tuple[Tensor, Tensor]:
     """``q`` and ``k`` with the plan's concatenated terms as extra dimensions."""
     if not plan.concatenated:
@@ -246,6 +271,7 @@ class PositionalAttentionCore:
         q, k = self._scaled_and_rotated(q, k, cached, positions, ctx)
         if saved is not None:
             k, v, key_padding_mask = extend_cache(saved, k, v, key_padding_mask)
+            _rewrite_cached_keys(positions, saved, read)
             input_padding_mask = key_padding_mask
         a = Operands(q, k, query.size(0), k.size(2), k.size(2) - query.size(0),
                      input_padding_mask, ctx, read, plan.one_query_rows)
@@ -285,18 +311,14 @@ class PositionalAttentionCore:
             logits = logits * terms.scale.to(a.q.dtype)
         if mask is not None:
             logits = logits + mask
-        # A query that sees only padding (a left-padded target's padding under the causal
-        # mask) attends to nothing, as in the fused kernels: zeros, where a softmax over
-        # -inf alone would give NaN, and NaN gradients to every bias.
         unattended = (None if key_padding_mask is None
                       else _unattended_queries(key_padding_mask, attn_mask))
-        if unattended is not None:
-            logits = logits.masked_fill(unattended, 0.0)
-        probs = _softmax(logits)
-        if unattended is not None:
-            probs = probs.masked_fill(unattended, 0.0)
+        probs, rest = _normalised(self._positions.normaliser, logits, a, unattended,
+                                  self.head_dim)
         dropped = self._attention_dropout(probs)
         out = torch.matmul(dropped, p.v)
+        if rest is not None:
+            out = out + rest
         for term in self._positions.on_probabilities:
             out = out + term.applies_as.add_to_output(term, dropped, a.q_offset, a.ctx,
                                                       self.head_dim)
@@ -344,8 +366,11 @@ class PositionalAttentionCore:
         v = self.v_proj(query).view(bsz, heads, 1, head_dim)
         q_offset = cached_length(saved)
         q, k = self._scaled_and_rotated(q, k, q_offset, positions, ctx)
-        k, v, _ = extend_cache(saved, k, v, None)
         read = _read_inputs(positions.input_readers, query, None, saved, heads)
+        k, v, _ = extend_cache(saved, k, v, None)
+        if positions.key_rewriters:
+            _rewrite_cached_keys(positions, saved, read)
+            k = saved["prev_key"]
         a = Operands(q, k, 1, q_offset + 1, q_offset, None, ctx, read, plan.one_query_rows,
                      step=True)
         # Terms read by clipped distance (Shaw): for one query, rows by key added to the
@@ -359,8 +384,12 @@ class PositionalAttentionCore:
             by_key = product if by_key is None else by_key + product
             if value_table is not None:
                 value_rows.append(value_table)
-        probs = self._attention_dropout(_softmax(self._step_logits(a, by_key)))
+        probs, rest = _normalised(positions.normaliser, self._step_logits(a, by_key), a,
+                                  None, head_dim)
+        probs = self._attention_dropout(probs)
         out = torch.bmm(probs.reshape(rows, 1, a.k_len), v.view(rows, a.k_len, head_dim))
+        if rest is not None:
+            out = out + rest.reshape(rows, 1, head_dim)
         for table in value_rows:
             out = torch.addmm(out.view(rows, head_dim), probs.view(rows, a.k_len), table)
         for term in positions.step_value_terms:

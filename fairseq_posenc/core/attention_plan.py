@@ -110,6 +110,10 @@ class AttachedPositions:
     needs_logits: bool = False
     #: Terms that add to the float mask (``additive``).
     additive: tuple = ()
+    #: Terms that rewrite the keys the cache keeps (``rewrites_cached_keys``).
+    key_rewriters: tuple = ()
+    #: The term whose weights replace the softmax (``replaces_softmax``), or None.
+    normaliser: Optional["PositionEncoding"] = None
 
     @classmethod
     def of(cls, encoding, scope: PositionScope, extra_terms: Sequence = ()) -> "AttachedPositions":
@@ -136,6 +140,10 @@ class AttachedPositions:
             content_free = ()
         step_terms = tuple(t for t in terms if t not in by_key and t not in content_free)
         on_probabilities = having("adds_to_output")
+        normalisers = having("replaces_softmax")
+        if len(normalisers) > 1:
+            raise TypeError(f"a layer takes one term in place of the softmax, got "
+                            f"{', '.join(term_name(t) for t in normalisers)}")
         return cls(encoding, terms, scope,
                    projections=having("projects_keys"), rotations=having("transforms_qk"),
                    input_readers=having("reads_input"), on_probabilities=on_probabilities,
@@ -144,7 +152,9 @@ class AttachedPositions:
                    step_value_terms=tuple(t for t in step_terms if t in on_probabilities),
                    sized=tuple(t for t in terms
                                if facts_of(t).mask_sized or facts_of(t).needs_logits),
-                   needs_logits=bool(having("needs_logits")), additive=having("additive"))
+                   needs_logits=bool(having("needs_logits")), additive=having("additive"),
+                   key_rewriters=having("rewrites_cached_keys"),
+                   normaliser=normalisers[0] if normalisers else None)
 
     @property
     def content_scale(self) -> float:

@@ -4,7 +4,10 @@
   6+6-layer Transformer base: 512 wide, 8 heads, FFN 2048);
 * ``transformer_tiny_NAME`` -- 2+2 layers, 128 wide, 4 heads, FFN 256, for tests and demos;
 
-plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, where
+An encoding defined for causal attention only (``path``, ``stickbreaking``) is the
+decoder's; the encoder's is ``sinusoidal`` unless ``--encoder-pos-encoding`` says otherwise.
+
+Plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, where
 ``--pos-encoding`` chooses the encoding. An architecture's encoding is ``--pos-encoding``'s,
 the default of each stack's (``--encoder-pos-encoding``, ``--decoder-pos-encoding``:
 :mod:`.stacks`). Architecture functions only fill in values that
@@ -23,7 +26,7 @@ from fairseq.models.transformer import base_architecture, transformer_wmt_en_de
 
 from ..core.encodings import ENCODINGS
 from ..core.encodings.registry import CHECKS, LISTENERS
-from .encoding_record import one_encoding
+from .encoding_record import DEFAULT_ENCODING, one_encoding
 from .position_args import fill_position_defaults
 
 MODEL = "transformer_posenc"
@@ -60,6 +63,10 @@ def _architecture(
                     "--arch transformer_posenc[_tiny] --pos-encoding NAME."
                 )
             args.pos_encoding = chosen or encoding
+            if (ENCODINGS[encoding].causal_only()
+                    and getattr(args, "encoder_pos_encoding", None) is None):
+                # defined for the decoder only: the encoder's is the default one
+                args.encoder_pos_encoding = DEFAULT_ENCODING
         fill_position_defaults(args)
         size(args)
 

@@ -156,6 +156,14 @@ def configure_positions(args: argparse.Namespace) -> None:
     names = stack_names(args)
     encodings = stack_encodings(args)
     check_foreign_flags(args, *encodings.values())
+    encoder = encodings["encoder"]
+    if encoder.causal_only():
+        raise ValueError(
+            f"{stack_label(args, 'encoder')} is defined for causal attention only (a "
+            f"decoder's self-attention), not for the encoder: give it to the decoder with "
+            f"another encoding for the encoder, e.g. --encoder-pos-encoding sinusoidal "
+            f"--decoder-pos-encoding {encoder.name} (--arch transformer_tiny_{encoder.name} "
+            "does that).")
     values = {stack: encoding_values(args, encoding) for stack, encoding in encodings.items()}
     if uses_segments(args) and not (isinstance(args.num_segments, int)
                                     and args.num_segments >= 1):

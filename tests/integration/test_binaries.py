@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import tests.support.cli_utils as cu
+from fairseq_posenc.core.encodings import get_encoding
 from tests.support.model_utils import ALL_ENCODINGS as ENCODINGS
 
 # fairseq 0.12 / hydra / torch deprecation noise, not this project's
@@ -97,6 +98,20 @@ def num_updates(path: Path) -> int:
 # --- train, generate, interactive, score ----------------------------------------------
 
 
+def recorded(model_args) -> tuple:
+    """The checkpoint's record of its encodings: the model's, the encoder's, the decoder's."""
+    return (model_args.pos_encoding, model_args.encoder_pos_encoding,
+            model_args.decoder_pos_encoding)
+
+
+def expected_record(encoding: str) -> tuple:
+    """``transformer_tiny_NAME``'s record: NAME in both stacks, or, for an encoding defined
+    for causal attention only, a pair with sinusoidal in the encoder."""
+    if get_encoding(encoding).causal_only():
+        return (None, "sinusoidal", encoding)
+    return (encoding, encoding, encoding)
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_train_generate_interactive_score(encoding, data, trained, tmp_path):
     save_dir = trained(encoding)
@@ -107,7 +122,7 @@ def test_train_generate_interactive_score(encoding, data, trained, tmp_path):
     assert state["optimizer_history"][-1]["num_updates"] == TRAIN_UPDATES
     model_args = state["cfg"]["model"]  # args-based model: an argparse.Namespace
     assert model_args.arch == f"transformer_tiny_{encoding}"
-    assert model_args.pos_encoding == encoding
+    assert recorded(model_args) == expected_record(encoding)
 
     # fairseq-generate: every test sentence translated (none dropped by batching)
     assert data.sizes["test"] == NUM_TEST and NUM_TEST % 8 != 0
@@ -192,7 +207,7 @@ def test_resume(encoding, data, trained, tmp_path, caplog):
     it_after = after["extra_state"]["train_iterator"]
     assert (it_after["epoch"], it_after["iterations_in_epoch"]) == (2, 4)
     assert (save_dir / f"checkpoint_2_{2 * SAVE_INTERVAL}.pt").exists()
-    assert after["cfg"]["model"].pos_encoding == encoding
+    assert recorded(after["cfg"]["model"]) == expected_record(encoding)
 
 
 # --- two processes --------------------------------------------------------------------

@@ -18,6 +18,17 @@ ATTENTION_ENCODINGS = sorted(name for name, cls in ENCODINGS.items() if not cls.
 ALL_ENCODINGS = INPUT_ENCODINGS + ATTENTION_ENCODINGS
 assert set(ALL_ENCODINGS) == set(ENCODINGS)
 VOCAB = 40
+
+
+def stack_params(names, ids=("False", "True")) -> list:
+    """``(encoding, causal)`` for every stack each of ``names`` can be in: both, or the
+    decoder alone for an encoding defined for causal attention only (PaTH,
+    stick-breaking); each identified ``NAME-ids[causal]``."""
+    import pytest
+
+    return [pytest.param(name, causal, id=f"{name}-{ids[causal]}") for name in names
+            for causal in (False, True) if causal or not get_encoding(name).causal_only()]
+
 #: Whole tiny models (float32) against themselves: incremental decoding, padding.
 MODEL_TOL = 1e-5
 

@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from fairseq_posenc.core.context import PositionContext
+from fairseq_posenc.core.encodings import get_encoding
 from fairseq_posenc.tools.inspection import cli
 from tests.support.inspection import layer_values, read_pictures, tiny_checkpoint
 from tests.support.model_utils import ALL_ENCODINGS
@@ -68,7 +69,14 @@ def expected_keys(name: str) -> set[str]:
         "diet_abs_lin": ["diet_abs_lin-logits"], "tupe_a": ["tupe_a-logits"],
         "tupe_r": ["tupe_r-logits", "t5-bias"], "fire": ["fire-logits"],
         "cope": ["cope-position-bias", "cope-position-logits"], "fox": ["fox-bias"],
-    }[encoding]
+        # PaTH has nothing content-free (a note instead; a sentence's logits:
+        # test_inspect_sentences.py)
+        "path": [], "stickbreaking": ["stickbreaking-weights"],
+    }
+    if get_encoding(encoding).causal_only():  # the decoder's; the encoder's sinusoidal
+        return ({"encoder-sinusoidal-cosine"}
+                | {f"decoder-{what}" for what in per_stack[encoding]})
+    per_stack = per_stack[encoding]
     keys = {f"{stack}-{what}" for stack in ("encoder", "decoder") for what in per_stack}
     if encoding == "diet_abs_lin":  # a causal decoder cannot project: it is diet_abs
         keys = {k.replace("decoder-diet_abs_lin", "decoder-diet_abs") for k in keys}
@@ -132,10 +140,12 @@ def as_matrix(picture: dict, layer: int, n: int) -> torch.Tensor:
 
 
 def attention_logits(model, stack: str, layer: int, n: int, q_bias=None, k_bias=None,
-                     keep_biases: bool = False, segment_ids=None) -> torch.Tensor:
+                     keep_biases: bool = False, segment_ids=None,
+                     weights_only: bool = False) -> torch.Tensor:
     """``(H, n, k)``: the logits of the layer's own self-attention, from its probabilities,
     minus those of key 0, with q/k projection weights zeroed (see the module docstring).
-    Biases: the given ones, the layer's own (``keep_biases``) or zero."""
+    Biases: the given ones, the layer's own (``keep_biases``) or zero. ``weights_only``:
+    the attention weights themselves (stick-breaking's are no softmax of logits)."""
     model = copy.deepcopy(model).double()
     module = getattr(model, stack)
     attn = module.layers[layer].self_attn
@@ -152,6 +162,8 @@ def attention_logits(model, stack: str, layer: int, n: int, q_bias=None, k_bias=
             if stack == "decoder" else None)
     with torch.no_grad(), module.pos_scope.open(PositionContext(segment_ids=segment_ids)):
         _, weights = attn(x, x, x, need_weights=True, need_head_weights=True, attn_mask=mask)
+    if weights_only:
+        return weights[:, 0]
     logp = weights[:, 0].log()
     return logp - logp[..., :1]
 
@@ -168,9 +180,10 @@ def assert_logits(actual: torch.Tensor, expected: torch.Tensor, causal: bool) ->
 ADDITIVE = {"bias", "logits", "position-bias"}
 
 
-#: The segment term needs segment ids: test_segment_term_equals_what_the_attention_adds.
+#: The segment term needs segment ids: test_segment_term_equals_what_the_attention_adds;
+#: PaTH has no picture without a sentence: test_inspect_sentences.py.
 ATTENTION_CASES = [name for name, (enc, _) in CASES.items()
-                   if enc not in ("sinusoidal", "learned", "none", "shape")]
+                   if enc not in ("sinusoidal", "learned", "none", "shape", "path")]
 
 
 @pytest.mark.parametrize("name", ATTENTION_CASES)
@@ -204,6 +217,13 @@ def test_json_equals_what_the_attention_adds(inspected, name):
                 actual = attention_logits(report.model, stack, layer, 24, q, ones)
                 assert_logits(actual, as_matrix(by_what["factor"], layer, 24),
                               stack == "decoder")
+                checked += 1
+            if "weights" in by_what:  # stick-breaking: the probe's row of the layer's own
+                picture = by_what["weights"]  # weights, query at D over keys 0..D
+                actual = attention_logits(report.model, stack, layer, len(picture["x"]),
+                                          keep_biases=True, weights_only=True)
+                torch.testing.assert_close(layer_values(picture, layer), actual[:, -1],
+                                           rtol=0, atol=1e-6)
                 checked += 1
             for what in ("gate", "cosine"):  # Huang 3, RoPE, xPos
                 if what in by_what and by_what[what]["term"] in ("huang3", "rope", "xpos"):

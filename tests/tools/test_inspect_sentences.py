@@ -72,6 +72,51 @@ def test_sentence_attention_maps(trained, tmp_path):
                                rtol=0, atol=1e-6)
 
 
+def test_path_logits_on_a_sentence(trained, tmp_path):
+    """PaTH (``transformer_tiny_path``, trained as the fixture's model): per decoder layer
+    and head, the softmax of the picture's PaTH logits is the layer's own attention on the
+    sentence read as the decoder's input (``</s> s1 s2 s3``); the report notes that PaTH
+    has no content-free picture."""
+    root = tmp_path / "path"
+    train_translation_model(trained / "bin", root / "ckpt", "transformer_tiny_path",
+                            max_update=2, extra_flags=FLAGS)
+    checkpoint, out = root / "ckpt" / "checkpoint_last.pt", tmp_path / "out"
+    assert cli.main([str(checkpoint), "--out", str(out), "--data", str(trained / "bin"),
+                     "--sentence", "s1 s2 s3"]) == 0
+    picture = read_pictures(out)["decoder-path-logits"]
+    assert picture["row_labels"] == ["</s>", "s1", "s2", "s3"]
+    assert "reads its transforms from the tokens" in (out / "index.html").read_text()
+    model = load_model(checkpoint, trained / "bin").model
+    target = model.decoder.dictionary
+    prev = torch.tensor([[target.eos()] + [target.index(t) for t in ("s1", "s2", "s3")]])
+    source = torch.tensor([[target.index(t) for t in ("s1", "s2", "s3")] + [target.eos()]])
+    captured = {}
+    layers = model.decoder.layers
+
+    def keep(index):
+        def hook(module, args, kwargs):
+            captured[index] = kwargs["query"]
+        return hook
+
+    hooks = [layer.self_attn.register_forward_pre_hook(keep(i), with_kwargs=True)
+             for i, layer in enumerate(layers)]
+    with torch.no_grad():
+        model.decoder(prev, encoder_out=model.encoder(source, torch.tensor([4])))
+    for hook in hooks:
+        hook.remove()
+    future = torch.full((4, 4), float("-inf")).triu(1)
+    for index, layer in enumerate(layers):
+        x = captured[index]
+        with torch.no_grad(), model.decoder.pos_scope.open():
+            _, weights = layer.self_attn(x, x, x, attn_mask=future, need_head_weights=True)
+        panels = [p for p in picture["panels"] if p["layers"] == [index]]
+        assert len(panels) == 2 * layer.self_attn.num_heads  # PaTH, then q.k, per head
+        for head in range(layer.self_attn.num_heads):
+            logits = torch.tensor(panels[2 * head]["values"]) + future
+            torch.testing.assert_close(torch.softmax(logits, dim=-1), weights[head, 0],
+                                       rtol=0, atol=1e-5)
+
+
 def test_bpe_codes_are_applied(trained, tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("#version: 0.2\ns 1</w>\n", encoding="utf-8")

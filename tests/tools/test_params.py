@@ -35,7 +35,7 @@ def test_without_user_dir_an_unknown_architecture_says_to_add_it(capsys):
     assert says.startswith("posenc-params: error: --arch transformer_tiny_laplace_not_registered "
                            "is not a registered architecture. For an encoding of your own, add "
                            "--user-dir DIR")
-    assert "sinusoidal, t5, " in says  # the encodings it has, for a misspelt name
+    assert "shaw, sinusoidal, " in says  # the encodings it has, for a misspelt name
 
 
 def test_a_user_dir_that_does_not_register_the_architecture_is_named(tmp_path,

@@ -1,7 +1,7 @@
 """Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them.
 
 Every module of this package except the shared machinery (``base``, ``kinds``, ``options``,
-``registry``, ``terms``) is imported here, so an encoding registers itself by living in its
+``registry``, the products and weights of ``path_products`` and ``stick_weights``) is imported here, so an encoding registers itself by living in its
 own module with ``@register_encoding``.
 """
 
@@ -14,7 +14,7 @@ from .kinds import DistanceBias, PositionKind
 from .registry import ENCODINGS, get_encoding, register_encoding
 
 SHARED = ("absolute_tables", "base", "distance_rows", "gate_sums", "kinds", "options", "outputs",
-          "registry")
+          "path_products", "registry", "stick_weights")
 
 for _module in pkgutil.iter_modules(__path__):
     if _module.name not in SHARED:

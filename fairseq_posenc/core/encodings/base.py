@@ -103,12 +103,22 @@ class PositionEncoding(nn.Module):
         the class reads, :attr:`structural`) and the option ``values``
         (:func:`~.registry.option_values`); a class without a constructor of its own
         (``nn.Module``'s, whose ``**kwargs`` takes none) gets none."""
+        if structural.get("causal") is False and cls.causal_only():
+            raise ValueError(f"{cls.name} is defined for causal attention only (a decoder's "
+                             "self-attention), not for a stack without the causal mask (an "
+                             "encoder): give the encoder another encoding")
         params = inspect.signature(cls.__init__).parameters
         takes_all = cls.__init__ is not nn.Module.__init__ and any(
             p.kind is p.VAR_KEYWORD for p in params.values())
         given = {name: value for name, value in structural.items()
                  if name in cls.structural and (takes_all or name in params)}
         return cls(**given, **values)
+
+    @classmethod
+    def causal_only(cls) -> bool:
+        """Whether the encoding's kind is defined for causal attention only (PaTH,
+        stick-breaking): an encoder refuses it."""
+        return cls.applies_as is not None and cls.applies_as.facts.causal_only
 
     @classmethod
     def build_stack(cls, values: Mapping[str, Any], num_layers: int,

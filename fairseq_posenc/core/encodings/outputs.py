@@ -185,6 +185,17 @@ PROJECTED_BIAS = Output("projected_bias", ("B", "H", "q_len", "k_len'"),
 LOG_GATES = Output("log_gates", ("B", "G", "T"), dtype=(torch.float32, torch.float64),
                    why=": sums of log-gates over the whole sequence need float32 at least")
 
+#: ``PathTransforms.transforms``: ``w`` of unit norm, then ``beta``.
+TRANSFORM_VECTORS = Output("transforms", ("B", "H", "T", "d_h"),
+                           gives="w, the transforms' vectors of unit norm (its first result)")
+TRANSFORM_BETAS = Output("transforms", ("B", "H", "T"),
+                         gives="beta, the transforms' factors (its second result)")
+#: ``AttentionWeights.weights``: the weights (and what each row leaves, ``(B, H, q_len)``).
+WEIGHTS = Output("weights", ("B", "H", "q_len", "k_len"),
+                 gives="the attention weights (its first result)")
+#: ``AttentionWeights.rest_term``.
+REST_TERM = Output("rest_term", ("B", "H", "q_len", "d_h"))
+
 
 def check_rotation(term: Any, q: Tensor, k: Tensor, rotated: Any) -> tuple[Tensor, Tensor]:
     """``rotate_qk``'s result, ``(q, k)`` transformed, each of the shape and dtype it was

@@ -71,6 +71,11 @@ def parser() -> argparse.ArgumentParser:
                         "(layer), the models with 0 layers (rest), or all (default)")
     p.add_argument("--layer-reps", type=int,
                    help="repetitions of the layer-level timings (default 30)")
+    p.add_argument("--layer-stacks", choices=["both", "decoder"], default="both",
+                   help="the layer level times the first self-attention layers of both "
+                        "stacks (default), or of the decoder alone, every model's and "
+                        "stock's: the measure of an encoding defined for the decoder only "
+                        "(path, stickbreaking), whose encoder is stock's")
     p.add_argument("--rest-reps", type=int,
                    help="repetitions of the rest-level timings (default 20)")
     p.add_argument("--quick", action="store_true",
@@ -125,7 +130,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               threads=args.threads, device=args.device, seed=args.seed, quick=args.quick,
               out_md=args.out_md, out_json=args.out_json, out_flat_json=args.out_flat_json,
               dtypes=args.dtype, batch_tokens=args.batch_tokens, kinds=args.calls,
-              attention_dropout=args.attention_dropout,
+              attention_dropout=args.attention_dropout, layer_stacks=args.layer_stacks,
               levels=LEVELS if "all" in args.level else tuple(dict.fromkeys(args.level)),
               layer_reps=args.layer_reps, rest_reps=args.rest_reps,
               command=[os.path.basename(sys.executable), *sys.argv] if argv is None

@@ -209,7 +209,8 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     for name in [STOCK, *timed_names]:
         model = build_model(name, cfg.size, inputs.dictionary, cfg.seed, device,
                             dtype=cfg.torch_dtype, attention_dropout=cfg.attention_dropout)
-        layers[name] = ([layer.self_attn for layer in model.encoder.layers[:2]],
+        encoder = [] if cfg.layer_stacks == "decoder" else model.encoder.layers[:2]
+        layers[name] = ([layer.self_attn for layer in encoder],
                         [layer.self_attn for layer in model.decoder.layers[:2]])
     # Adam over the layers timed (first, first two) with their encodings' parameters, its
     # state allocated untimed as at the model level: on CPU (for-loop Adam) the step over
@@ -241,12 +242,14 @@ def run_layer_config(cfg: Config, encodings: Sequence[str], device: torch.device
     steps = states(cfg.length + 1, rows, False)
 
     def train(encoder_attn, decoder_attn, optimizer: torch.optim.Optimizer) -> None:
-        attention_train(encoder_attn, src, src_padding)
+        if encoder_attn:
+            attention_train(encoder_attn, src, src_padding)
         attention_train(decoder_attn, tgt, tgt_padding if tgt_padding.any() else None, causal)
         optimizer.step()
 
     def translate_layers(encoder_attn, decoder_attn) -> None:
-        attention_encode(encoder_attn, to_translate, translate_padding)
+        if encoder_attn:
+            attention_encode(encoder_attn, to_translate, translate_padding)
         attention_decode(decoder_attn, steps)
 
     def call(name: str, kind: str) -> float:

@@ -52,6 +52,7 @@ def run(
     batch_tokens: Optional[int] = None,
     kinds: Sequence[str] = KINDS,
     attention_dropout: float = 0.0,
+    layer_stacks: str = "both",
     command: Optional[Sequence[str]] = None,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> Document:
@@ -86,7 +87,7 @@ def run(
         defaults, sizes, lengths, dtypes, seed, batch=batch, batch_tokens=batch_tokens,
         translate_sentences=translate_sentences, reps=reps, stock_every=stock_every, beam=beam,
         vocab=vocab, layer_reps=layer_reps, rest_reps=rest_reps, kinds=kinds,
-        device_type=dev.type, attention_dropout=attention_dropout)
+        device_type=dev.type, attention_dropout=attention_dropout, layer_stacks=layer_stacks)
     if not kinds or any(k not in KINDS for k in kinds):
         raise ValueError(f"calls must be among {KINDS}, got {list(kinds)}")
     unknown_levels = [x for x in levels if x not in LEVELS]

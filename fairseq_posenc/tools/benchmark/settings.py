@@ -167,6 +167,8 @@ class Config:
     device_type: str = "cpu"
     #: ``--attention-dropout`` of every model (0: ``transformer_wmt_en_de``'s)
     attention_dropout: float = 0.0
+    #: ``--layer-stacks``: the layer level times both stacks' layers, or the decoder's
+    layer_stacks: str = "both"
 
     @property
     def key(self) -> str:
@@ -208,7 +210,7 @@ def make_configs(
     reps: Optional[int] = None, stock_every: Optional[int] = None, beam: Optional[int] = None,
     vocab: Optional[int] = None, layer_reps: Optional[int] = None,
     rest_reps: Optional[int] = None, kinds: Sequence[str] = KINDS, device_type: str = "cpu",
-    attention_dropout: float = 0.0,
+    attention_dropout: float = 0.0, layer_stacks: str = "both",
 ) -> list[Config]:
     """Every dtype x size x length, each count as given or else from ``defaults``."""
     return [
@@ -222,7 +224,7 @@ def make_configs(
                layer_reps=layer_reps or defaults["layer_reps"],
                rest_reps=rest_reps or defaults["rest_reps"],
                kinds=tuple(k for k in KINDS if k in kinds), device_type=device_type,
-               attention_dropout=attention_dropout)
+               attention_dropout=attention_dropout, layer_stacks=layer_stacks)
         for dtype in dtypes for size in sizes for length in lengths]
 
 

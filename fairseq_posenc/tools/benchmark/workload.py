@@ -18,6 +18,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
 
+from fairseq_posenc.core.encodings import ENCODINGS
 from fairseq_posenc.plugin import build
 from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.context import PositionContext
@@ -59,6 +60,8 @@ def build_model(name: str, size: str, dictionary: Dictionary, seed: int,
         arch, encoding = SIZES[size]["stock_arch"], []
     else:
         arch, encoding = "transformer_posenc", ["--pos-encoding", name]
+        if ENCODINGS[name].causal_only():  # the decoder's; the encoder's is stock's
+            encoding += ["--encoder-pos-encoding", "sinusoidal"]
     torch.manual_seed(seed)  # the same seed: every model starts from the same draws
     model = build.build_model(arch, [*encoding, *model_flags(size, layers, attention_dropout)],
                               dictionary)

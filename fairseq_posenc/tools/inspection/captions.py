@@ -8,9 +8,20 @@ falls back to a generic sentence rather than failing, so a new encoding still ge
 
 from __future__ import annotations
 
+from ...core.encodings.kinds import PositionKind
+
 NO_POSITION_TERM = ("This stack has no position term: no input position embedding and no "
                     "position term in self-attention (--pos-encoding none, the AT5 paper's "
                     "Non-PE baseline). Only the decoder's causal mask orders anything.")
+
+#: Kinds with nothing content-free to picture: the note a report gives instead.
+ONLY_WITH_TOKENS = {
+    PositionKind.PATH: ("PaTH (path) reads its transforms from the tokens, and an all-zero "
+                        "input transforms nothing: there is no content-free picture. "
+                        "posenc-inspect --sentence '...' pictures the decoder's effective "
+                        "q_i^T H_i ... H_(j+1) k_j / sqrt(d_h) on that sentence, read as the "
+                        "decoder's input, beside plain q_i.k_j / sqrt(d_h)."),
+}
 
 _DISTANCE = ("One query at position D and keys 0..2D, through the term's own expanded(): "
              "exactly the row the attention adds for distances j - i = -D..D. ")
@@ -146,6 +157,19 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
                       "all-zero input, every gate sigmoid(b_h): (i - j) log sigmoid(b_h) for "
                       "keys up to the query, through the attention's own cumulative sums. "
                       "Encoder: keys after the query read the second gate per head."),
+    ("stickbreaking", "weights"): ("Stick-breaking weights of one query",
+                                   "Tan et al. 2025 sec. 2: A_ij = beta_ij prod_(j<l<i) (1 - "
+                                   "beta_il) for the query at position D and keys 0..D, with "
+                                   "the query and keys of an all-zero layer input "
+                                   "(fairseq's projection biases), so every beta of a row is "
+                                   "the same and the curve is the process's recency alone; "
+                                   "what a row leaves multiplies the learned b_h."),
+    ("path", "logits"): ("PaTH logits on the sentence, with and without the transforms",
+                         "Yang et al. 2025 sec. 2: per decoder layer and head, q_i^T H_i ... "
+                         "H_(j+1) k_j / sqrt(d_h) (the model's logits) beside q_i.k_j / "
+                         "sqrt(d_h) (the same queries and keys, no transform), the sentence "
+                         "read as the decoder's input after </s>; keys after the query are "
+                         "masked (0)."),
     ("segments", "logits"): ("Segment term S[l,h][seg(i), seg(j)]",
                              "Chen et al. 2021b eqs. 1-3 (--segment-attention): the learned "
                              "K x K table per head and layer, from pair_bias() with one "

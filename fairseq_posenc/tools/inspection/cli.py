@@ -126,11 +126,12 @@ def run(args: argparse.Namespace) -> int:
     from . import report, sentence
     from .load import load_model
     from .records import Report
+    from .path_sentence import path_picture
     from .term_pictures import Limits, position_pictures
 
     loaded = load_model(args.checkpoint, args.data if args.sentence else None,
                         args.source_lang, need_dictionary=args.sentence is not None)
-    attention = None
+    attention = path = None
     if args.sentence is not None:
         assert loaded.source_dictionary is not None and loaded.data is not None
         if loaded.data_recorded:
@@ -152,10 +153,10 @@ def run(args: argparse.Namespace) -> int:
         ids = sentence.encode(tokens, loaded.source_dictionary,
                               bpe_given=how != sentence.Preparation())
         attention = sentence.attention_picture(loaded, tokens, ids)
+        path = path_picture(loaded, tokens, ids)
     pictures, notes = position_pictures(loaded.model, Limits(args.max_distance,
                                                              args.positions))
-    if attention is not None:
-        pictures.append(attention)
+    pictures += [p for p in (attention, path) if p is not None]
     index = report.write(Report(str(args.checkpoint), loaded.encoding, summary(loaded),
                                 pictures, notes), args.out)
     print(f"posenc-inspect: {len(pictures)} pictures -> {index}")

@@ -33,6 +33,12 @@ each term is read according to its declared
   token changes), every log-gate then ``log sigmoid(b_h)``: the bias ``c_i - c_j`` of one
   query at position ``D``, from the attention's own sums and bias
   (:mod:`fairseq_posenc.core.encodings.gate_sums`).
+* ``WEIGHTS`` -- stick-breaking's weights of one query at position ``D`` for the query and
+  keys of an all-zero layer input: every logit of the row the same, the recency of the
+  process alone.
+* ``PATH`` -- nothing content-free (an all-zero input transforms nothing): a note, and with
+  ``--sentence`` the decoder's effective ``q.k`` on the sentence against plain ``q.k``
+  (:func:`~.sentence.path_picture`).
 * ``INPUT`` -- the stack's own position embedding module (cosine similarities).
 
 Limits: distances up to ``--max-distance`` and heatmaps over ``--positions`` positions,
@@ -277,6 +283,28 @@ def gate_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> list[Pi
     return [curve_picture(stack, group, "bias", x, probe, "added to the logit")]
 
 
+def weight_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> list[Picture]:
+    """Stick-breaking: the weights of one query at position ``D`` over keys ``0..D`` for
+    the query and keys of an all-zero layer input (every logit of a row the same, so the
+    weights are the process's recency alone)."""
+    d, k_len, x = distance_probe(stack, limits)
+
+    def probe(use: TermUse) -> Tensor:
+        q, k = zero_input_qk(use.attn, k_len, content=True)
+        weights, _ = use.term.weights(torch.matmul(q, k.transpose(-1, -2)), d)
+        return weights[0, :, 0]
+
+    return [curve_picture(stack, group, "weights", x, probe, "attention weight",
+                          scale="sequential")]
+
+
+def path_pictures(stack: Stack, group: list[TermUse], limits: Limits) -> list[Picture]:
+    """PaTH: nothing without tokens (an all-zero input's ``w`` is 0: no transform); the
+    report's note says so, and ``--sentence`` pictures a sentence's logits
+    (:func:`~.sentence.path_picture`)."""
+    return []
+
+
 BY_KIND: dict[PositionKind, Callable[[Stack, list[TermUse], Limits], list[Picture]]] = {
     K.DISTANCE_BIAS: distance_pictures,
     K.DISTANCE_SCALE: distance_pictures,
@@ -288,6 +316,8 @@ BY_KIND: dict[PositionKind, Callable[[Stack, list[TermUse], Limits], list[Pictur
     K.CONTENT_LOGITS: content_logit_pictures,
     K.ROTATION: rotation_pictures,
     K.INPUT_GATES: gate_pictures,
+    K.PATH: path_pictures,
+    K.WEIGHTS: weight_pictures,
 }
 
 
@@ -320,9 +350,12 @@ def position_pictures(model: nn.Module, limits: Limits) -> tuple[list[Picture], 
     notes: list[Note] = []
     for stack in stacks(model):
         found = [p for p in [input_picture(stack, limits)] if p is not None]
-        for group in stack_terms(stack):
+        groups = stack_terms(stack)
+        for group in groups:
             found += BY_KIND[group[0].term.kind](stack, group, limits)
-        if not found:
+            if group[0].term.kind in captions.ONLY_WITH_TOKENS:
+                notes.append(Note(stack.name, captions.ONLY_WITH_TOKENS[group[0].term.kind]))
+        if not groups and not found:
             notes.append(Note(stack.name, captions.NO_POSITION_TERM))
         pictures += found
     return pictures, notes

@@ -14,6 +14,7 @@ from fairseq_posenc.core.encodings import ENCODINGS, get_encoding
 from fairseq_posenc.core.encodings.registry import option_values
 from fairseq_posenc.core.attention_plan import AttachedPositions, Call, Path, plan_attention
 from fairseq_posenc.core.segments import SegmentAttention
+from tests.support.model_utils import stack_params
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -103,6 +104,10 @@ DECODER = {
     "diet_abs_lin": (EXPLICIT, EXTRA, EXTRA),  # the decoder's DIET-ABS
     # c_i - c_j under the causal mask: -c_j (split in two) as extra dimensions on CUDA
     "fox": (EXPLICIT, EXTRA, EXTRA),
+    # decoders only: the products of transforms replace q.k, and stick-breaking's weights
+    # the softmax, written out
+    "path": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "stickbreaking": (EXPLICIT, EXPLICIT, EXPLICIT),
 }
 
 
@@ -141,16 +146,19 @@ CHOSEN = {
     "cope": (EXPLICIT, EXPLICIT, EXPLICIT),
     "xpos": (SDPA, SDPA, SDPA),
     "fox": (EXPLICIT, SDPA, SDPA),
+    "path": (EXPLICIT, EXPLICIT, EXPLICIT),
+    "stickbreaking": (EXPLICIT, EXPLICIT, EXPLICIT),
 }
 
 
 def test_the_table_covers_every_encoding():
-    assert set(ENCODER) == set(DECODER) == set(CHOSEN) == set(ENCODINGS)
+    assert set(DECODER) == set(CHOSEN) == set(ENCODINGS)
+    assert set(ENCODER) == {name for name, cls in ENCODINGS.items() if not cls.causal_only()}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
-@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+@pytest.mark.parametrize("encoding,causal",
+                         stack_params(sorted(ENCODINGS), ids=("encoder", "decoder")))
 def test_training_paths(encoding, causal, dtype):
     layer = positions(encoding, causal)
     cpu, cuda32, cuda_half = (DECODER if causal else ENCODER)[encoding]
@@ -160,8 +168,8 @@ def test_training_paths(encoding, causal, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
-@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+@pytest.mark.parametrize("encoding,causal",
+                         stack_params(sorted(ENCODINGS), ids=("encoder", "decoder")))
 def test_training_paths_at_chosen_positions(encoding, causal, dtype):
     layer = positions(encoding, causal)
     cpu, cuda32, cuda_half = CHOSEN[encoding]
@@ -368,11 +376,11 @@ def test_self_checks_are_keyed_by_the_declared_families():
     from fairseq_posenc.core.kernels.self_check import CHECKS, FALLBACKS
 
     declared = set()
-    for name in ENCODINGS:
-        for causal in (False, True):
-            for term in positions(name, causal).terms:
-                if term.fused_kernel is not None:
-                    declared.add(term.fused_kernel.family)
+    for case in stack_params(ENCODINGS):
+        name, causal = case.values
+        for term in positions(name, causal).terms:
+            if term.fused_kernel is not None:
+                declared.add(term.fused_kernel.family)
     assert declared >= set(TRITON_FAMILIES)
     assert {family for family, _ in CHECKS} == set(TRITON_FAMILIES) == set(FALLBACKS)
     for family in declared & set(TRITON_FAMILIES):

@@ -28,7 +28,7 @@ from fairseq_posenc.plugin.attention import PositionalMultiheadAttention
 from fairseq_posenc.core.context import PositionScope
 from fairseq_posenc.core.encodings.t5 import T5
 from fairseq_posenc.plugin.position_args import add_position_args
-from tests.support.model_utils import ATTENTION_ENCODINGS, INPUT_ENCODINGS
+from tests.support.model_utils import ATTENTION_ENCODINGS, INPUT_ENCODINGS, stack_params
 from tests.support.naive import TOL, naive_attention, naive_rope, naive_sinusoid, naive_t5_bucket
 
 D, H = 8, 2
@@ -78,8 +78,7 @@ def test_rope_against_the_formula():
     assert (attn(x) - want.transpose(0, 1)).abs().max() < TOL
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("encoding", ATTENTION_ENCODINGS)
+@pytest.mark.parametrize("encoding,causal", stack_params(ATTENTION_ENCODINGS))
 def test_the_plugin_layer_computes_the_same(encoding, causal):
     """The plugin's ``MultiheadAttention`` subclass with this layer's weights and encoding
     module, fed fairseq's ``(time, batch, channel)`` and future mask."""

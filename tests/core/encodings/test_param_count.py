@@ -59,6 +59,11 @@ EXPECTED = {
     # FoX, per layer: w (G x 128) and b (G) of the gates, G = 2H in the encoder (one set
     # per direction), H in the decoder
     "fox": L * (2 * H * 128 + 2 * H) + L * (H * 128 + H),
+    # decoders only (the encoder: sinusoidal). PaTH, per layer: the low-rank projection
+    # 128 -> 32 -> 128, the depthwise convolution (128 channels x 3), beta's a (H x 128), b
+    "path": L * (128 * 32 + 32 * 128 + 128 * 3 + H * 128 + H),
+    # stick-breaking, per layer: b_h (H x d_h), what the remaining stick multiplies
+    "stickbreaking": L * H * D,
 }
 
 

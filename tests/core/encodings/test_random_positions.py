@@ -320,6 +320,6 @@ def test_a_span_below_one_is_an_error():
 
 def test_refusals_are_declared():
     assert {name for name in ENCODINGS if name not in TAKING} == {
-        "none", "shape", "diet_abs_lin", "fire", "cope", "fox"}
+        "none", "shape", "diet_abs_lin", "fire", "cope", "fox", "path", "stickbreaking"}
     assert get_encoding("tupe_r").random_positions_refusal(
         encoding_values("tupe_r", tupe_reset_first=True)) is not None

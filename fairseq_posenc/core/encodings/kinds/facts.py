@@ -47,6 +47,11 @@ class PositionKind(enum.Enum):
     #: Differences of cumulative sums of log-gates that read the layer's input, added to
     #: the logits (``log_gates``; the sums are cached while decoding).
     INPUT_GATES = "bias from gates on the layer input"
+    #: Keys carried to the query through transforms that read the layer's input, one per
+    #: position between them (``transforms``; the cached keys are rewritten each step).
+    PATH = "keys transformed along the path"
+    #: The softmax replaced by other attention weights from the logits (``weights``).
+    WEIGHTS = "attention weights in place of the softmax"
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,14 @@ class KindFacts:
     reads_input: bool = False
     #: Adds a term to the output from the probabilities (``add_to_output``).
     adds_to_output: bool = False
+    #: Rewrites the keys it caches while decoding (``cache_keys``): a cached key is the key
+    #: as the latest query reads it.
+    rewrites_cached_keys: bool = False
+    #: Gives the attention weights from the logits in place of the softmax (``weights``).
+    replaces_softmax: bool = False
+    #: Defined for causal attention only: a stack without the causal mask (an encoder)
+    #: refuses it.
+    causal_only: bool = False
     #: The fused kernel families a term of the kind may declare, each with the methods that
     #: family calls on the term (``register_encoding`` checks them).
     families: Mapping[KernelFamily, tuple[str, ...]] = field(default_factory=dict)
