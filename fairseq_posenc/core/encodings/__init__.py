@@ -1,8 +1,8 @@
 """Position encodings, one module each; ``ENCODINGS`` maps ``--pos-encoding`` names to them.
 
-Every module of this package except the shared machinery (``base``, ``kinds``, ``options``,
-``registry``, the products and weights of ``path_products`` and ``stick_weights``) is imported here, so an encoding registers itself by living in its
-own module with ``@register_encoding``.
+Every module of this package except the shared machinery (:data:`SHARED`: ``base``,
+``kinds``, ``options``, ``registry``, PaTH's ``path_products``, ...) is imported here, so an
+encoding registers itself by living in its own module with ``@register_encoding``.
 """
 
 import importlib

@@ -108,11 +108,24 @@ def _through_block(x: Tensor, w: Tensor, t: Tensor, transposed: bool) -> Tensor:
     return x - torch.matmul(torch.matmul(xw, t.transpose(-1, -2) if transposed else t), w)
 
 
+def _at_least_float32(*xs: Tensor) -> list[Tensor]:
+    """The operands in float32 at least: the triangular solve has no half-precision
+    kernel, and the products of many transforms want the precision."""
+    dtype = torch.promote_types(xs[0].dtype, torch.float32)
+    return [x.to(dtype) for x in xs]
+
+
 def path_logits(q: Tensor, k: Tensor, w: Tensor, beta: Tensor,
                 size: int = BLOCK) -> Tensor:
     """``(B, H, L, L)``: ``q_i^T H_i ... H_{j+1} k_j`` for ``j <= i`` (other entries are
     left for the causal mask: any finite value) of ``q``, ``k``, ``w`` ``(B, H, L, d)``
-    and ``beta`` ``(B, H, L)``. ``q`` as given (scale it first)."""
+    and ``beta`` ``(B, H, L)``, in ``q``'s dtype (computed in float32 at least). ``q`` as
+    given (scale it first)."""
+    dtype = q.dtype
+    return _path_logits(*_at_least_float32(q, k, w, beta), size).to(dtype)
+
+
+def _path_logits(q: Tensor, k: Tensor, w: Tensor, beta: Tensor, size: int) -> Tensor:
     length = q.size(2)
     size = min(size, length)  # one block for a short sentence, no padding to 64
     b = blocks_of(w, beta, size)
@@ -135,10 +148,11 @@ def path_logits(q: Tensor, k: Tensor, w: Tensor, beta: Tensor,
 
 def keys_to_end(k: Tensor, w: Tensor, beta: Tensor, size: int = BLOCK) -> Tensor:
     """``(B, H, L, d)``: every key carried to the last position, ``H_{L-1} ... H_{j+1} k_j``
-    (what a decoding cache keeps after a call of ``L`` positions)."""
-    length = k.size(2)
+    (what a decoding cache keeps after a call of ``L`` positions), in ``k``'s dtype."""
+    length, dtype = k.size(2), k.dtype
     if length == 1:
         return k
+    k, w, beta = _at_least_float32(k, w, beta)
     size = min(size, length)
     b = blocks_of(w, beta, size)
     k_end = _carried(torch.zeros_like(_in_blocks(k, size)), _in_blocks(k, size), b)[2]
@@ -147,7 +161,7 @@ def keys_to_end(k: Tensor, w: Tensor, beta: Tensor, size: int = BLOCK) -> Tensor
         k_end = torch.cat([_through_block(k_end[:, :, :n - offset], b.w[:, :, offset:],
                                           b.t[:, :, offset:], transposed=False),
                            k_end[:, :, n - offset:]], dim=2)
-    return k_end.reshape(*k.shape[:2], n * size, k.size(-1))[:, :, :length]
+    return k_end.reshape(*k.shape[:2], n * size, k.size(-1))[:, :, :length].to(dtype)
 
 
 def step_keys(k: Tensor, w: Tensor, beta: Tensor) -> Tensor:

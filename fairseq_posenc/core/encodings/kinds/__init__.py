@@ -2,7 +2,8 @@
 (:class:`KindFacts`, read by the planner) and applies it in the attention (its hooks:
 ``add_to_logits``, ``transform_qk``, ``keys_input``, ``extra_dimensions``,
 ``fused_covers``, ``fused_attention``, ``add_to_output``, ``cache_keys``, ``normalise``);
-an encoding derives from one and implements its ``methods``. ``docs/architecture.md``, "Adding a kind"."""
+an encoding derives from one and implements its ``methods``. ``docs/architecture.md``,
+"Adding a kind"."""
 
 from .absolute import LowRank, PairBias
 from .along_path import PathTransforms
