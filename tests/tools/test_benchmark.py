@@ -250,11 +250,10 @@ def test_layer_parameters_include_the_encodings_once(name, first_terms):
     assert by_name(["pos_encodings."]) or name == "stock"
 
 
-@pytest.mark.slow  # training steps of every encoding's layers
-def test_layer_train_steps_adam_over_the_layers_and_their_encoding(monkeypatch):
-    """The layer level's train call ends with an Adam step over the first layers'
-    parameters and their encoding's (TUPE's term, the stack's), and nothing else; at
-    learning rate 0, so that the parameters stay as built over hundreds of steps."""
+@pytest.fixture
+def stepped_layers(monkeypatch):
+    """The models the layer level builds (by name) and the ids of the parameters its Adam
+    steps, as the level runs."""
     built, stepped = {}, set()
     build_model, adam_step = benchmark.build_model, torch.optim.Adam.step
 
@@ -269,6 +268,15 @@ def test_layer_train_steps_adam_over_the_layers_and_their_encoding(monkeypatch):
 
     monkeypatch.setattr(levels, "build_model", build)
     monkeypatch.setattr(torch.optim.Adam, "step", step)
+    return built, stepped
+
+
+@pytest.mark.slow  # training steps of every encoding's layers
+def test_layer_train_steps_adam_over_the_layers_and_their_encoding(stepped_layers):
+    """The layer level's train call ends with an Adam step over the first layers'
+    parameters and their encoding's (TUPE's term, the stack's), and nothing else; at
+    learning rate 0, so that the parameters stay as built over hundreds of steps."""
+    built, stepped = stepped_layers
     cfg = benchmark.Config(size="tiny", length=12, batch=2, translate=1, reps=1,
                            stock_every=1, beam=2, vocab=64, seed=1, layer_reps=1)
     benchmark.run_layer_config(cfg, ["tupe_a"], torch.device("cpu"), lambda _: None)
@@ -279,8 +287,27 @@ def test_layer_train_steps_adam_over_the_layers_and_their_encoding(monkeypatch):
             "encoder.layers.0", "encoder.layers.1", "decoder.layers.0", "decoder.layers.1")}
         expected |= {n for n in params if ".pos_encodings." in f".{n}"}
         assert {n for n, p in params.items() if id(p) in stepped} == expected, name
-        assert expected and all(torch.equal(p, params[n]) for n, p in build_model(
+        assert expected and all(torch.equal(p, params[n]) for n, p in benchmark.build_model(
             name, "tiny", d, cfg.seed, torch.device("cpu")).named_parameters())
+
+
+@pytest.mark.slow  # training steps of two models' layers
+def test_decoder_layers_alone_for_an_encoding_of_the_decoder_only(stepped_layers):
+    """``--layer-stacks decoder``: every model's timed layers are its decoder's (stock's
+    too), so that ``path``, whose encoder is stock's sinusoidal one, is measured on the
+    layers it changes; the step covers those layers and the decoder's encoding only."""
+    built, stepped = stepped_layers
+    cfg = benchmark.Config(size="tiny", length=12, batch=2, translate=1, reps=1,
+                           stock_every=1, beam=2, vocab=64, seed=1, layer_reps=1,
+                           layer_stacks="decoder")
+    benchmark.run_layer_config(cfg, ["path"], torch.device("cpu"), lambda _: None)
+    assert built["path"].args.encoder_pos_encoding == "sinusoidal"
+    for name in ("stock", "path"):
+        params = dict(built[name].named_parameters())
+        stepped_names = {n for n, p in params.items() if id(p) in stepped}
+        assert stepped_names and all(n.startswith("decoder.") for n in stepped_names), name
+    assert any(".pos_encodings." in f".{n}" for n, p in built["path"].named_parameters()
+               if id(p) in stepped)
 
 
 def test_later_layer_ratio_from_the_first_and_first_two():
@@ -392,7 +419,7 @@ def test_rest_level_times_the_models_without_layers(quick):
     assert "### Everything but the layers (32 wide, 0 layers), length 12" in md
 
 
-@pytest.mark.parametrize("name", ["stock", "sinusoidal", "t5", "tupe_a"])
+@pytest.mark.parametrize("name", ["stock", "sinusoidal", "t5", "tupe_a", "path"])
 def test_models_build_and_run_with_zero_layers(name):
     d = benchmark.shared_dictionary(64)
     model = benchmark.build_model(name, "tiny", d, 1, torch.device("cpu"), layers=0)
