@@ -65,6 +65,22 @@ def test_input_level_encodings_pair_with_anything(encoder, decoder, inputs):
     again.load_state_dict(model.state_dict(), strict=True)
 
 
+@pytest.mark.parametrize("encoding", ["path", "stickbreaking"])
+def test_an_encoding_of_the_decoder_only(encoding):
+    """``transformer_tiny_path``: ``sinusoidal`` in the encoder, its input positions on, the
+    decoder's off; ``path`` asked of the encoder is refused with the flags to use."""
+    model, _ = build_model(encoding)
+    assert (model.args.encoder_pos_encoding, model.args.decoder_pos_encoding) == (
+        "sinusoidal", encoding)
+    assert layer_encodings(model.encoder) == []
+    assert len(layer_encodings(model.decoder)) == 2  # one per layer
+    assert type(model.encoder.embed_positions).__name__ == "SinusoidalPositionalEmbedding"
+    assert model.decoder.embed_positions is None
+    with pytest.raises(ValueError, match=f"--encoder-pos-encoding {encoding} .*is defined for "
+                       f"causal attention only.*--decoder-pos-encoding {encoding}"):
+        built(encoding, "t5")
+
+
 def test_an_unchanged_pair_is_the_one_encoding_model():
     """``--encoder-pos-encoding t5 --decoder-pos-encoding t5`` is transformer_tiny_t5."""
     one, _ = build_model("t5")
