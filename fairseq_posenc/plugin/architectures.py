@@ -4,8 +4,9 @@
   6+6-layer Transformer base: 512 wide, 8 heads, FFN 2048);
 * ``transformer_tiny_NAME`` -- 2+2 layers, 128 wide, 4 heads, FFN 256, for tests and demos;
 
-An encoding defined for causal attention only (``path``, ``stickbreaking``) is the
-decoder's; the encoder's is ``sinusoidal`` unless ``--encoder-pos-encoding`` says otherwise.
+An encoding defined for causal attention only (``path``, ``stickbreaking``), as the
+architecture's or as ``--pos-encoding``, is the decoder's; the encoder's is ``sinusoidal``
+unless ``--encoder-pos-encoding`` says otherwise.
 
 Plus ``transformer_posenc`` / ``transformer_posenc_tiny`` at the same sizes, where
 ``--pos-encoding`` chooses the encoding. An architecture's encoding is ``--pos-encoding``'s,
@@ -63,10 +64,11 @@ def _architecture(
                     "--arch transformer_posenc[_tiny] --pos-encoding NAME."
                 )
             args.pos_encoding = chosen or encoding
-            if (ENCODINGS[encoding].causal_only()
-                    and getattr(args, "encoder_pos_encoding", None) is None):
-                # defined for the decoder only: the encoder's is the default one
-                args.encoder_pos_encoding = DEFAULT_ENCODING
+        named = getattr(args, "pos_encoding", None)
+        if (named in ENCODINGS and ENCODINGS[named].causal_only()
+                and getattr(args, "encoder_pos_encoding", None) is None):
+            # defined for the decoder only: the encoder's is the default one
+            args.encoder_pos_encoding = DEFAULT_ENCODING
         fill_position_defaults(args)
         size(args)
 
