@@ -107,6 +107,7 @@ def _part_result(level: str, cfg: Config, reps: int, started: float, times: Time
         "batch_sentences": cfg.batch, "translate_sentences": cfg.translate}
     if decode_rows is not None:
         head["decode_rows"] = decode_rows
+        head["stacks"] = cfg.layer_stacks
     return {**head, "beam": cfg.beam, "reps": reps, "model": dict(cfg.spec), "seed": cfg.seed,
             "seconds": time.perf_counter() - started, "times_s": times, "ratios": ratios,
             "summary": summary}

@@ -128,18 +128,21 @@ def layer_table(result: LayerResult) -> str:
     s = result["summary"]
     st = s["stock_seconds"]
     m = result["model"]
+    decoder_only = result.get("stacks") == "decoder"
+    timed = "decoder self-attention alone" if decoder_only else (
+        "encoder and decoder self-attention")
+    encoded = "" if decoder_only else (
+        f"encoder layer forward on {result['translate_sentences']} sentences, ")
     lines = [
         f"### Self-attention layer ({m['dim']} wide, {m['heads']} heads), length "
         f"{result['length']}" + dtype_note(result),
         "",
         f"Stock fairseq `MultiheadAttention`: train {1000 * st['train']:.1f} ms for the first "
-        f"layer, {1000 * (st['train_2'] - st['train']):.1f} ms for the second (encoder and "
-        f"decoder self-attention, forward + backward + Adam step over the layers' and their "
-        f"encoding's parameters, {result['batch_sentences']} sentences); translate "
-        f"{1000 * st['translate']:.1f} ms and "
-        f"{1000 * (st['translate_2'] - st['translate']):.1f} ms (encoder layer forward on "
-        f"{result['translate_sentences']} sentences, decoder layer over {result['length'] + 1} "
-        f"incremental steps of {result['decode_rows']} rows). First layer: median ratio over "
+        f"layer, {1000 * (st['train_2'] - st['train']):.1f} ms for the second ({timed}, "
+        f"forward + backward + Adam step over the layers' and their encoding's parameters, "
+        f"{result['batch_sentences']} sentences); translate {1000 * st['translate']:.1f} ms "
+        f"and {1000 * (st['translate_2'] - st['translate']):.1f} ms ({encoded}decoder layer "
+        f"over {result['length'] + 1} incremental steps of {result['decode_rows']} rows). First layer: median ratio over "
         f"{result['reps']} repetitions (interquartile range), each against the stock calls "
         "just before and after; later layers: the second layer's, from the first two timed "
         "in a row (the first computes the terms a stack shares). A model-level target holds "
