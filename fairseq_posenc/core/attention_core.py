@@ -147,7 +147,7 @@ def _rewrite_cached_keys(positions: AttachedPositions, saved: Buffer, read: dict
 
 
 def _normalised(normaliser: Optional[PositionEncoding], logits: Tensor, a: Operands,
-                unattended: Optional[Tensor], head_dim: int
+                unattended: Optional[Tensor], v: Tensor
                 ) -> tuple[Tensor, Optional[Tensor]]:
     """The attention weights of ``logits`` (the softmax, or the term that replaces it), and
     the term the replacement adds to the output (or None). A query that sees only padding
@@ -155,7 +155,7 @@ def _normalised(normaliser: Optional[PositionEncoding], logits: Tensor, a: Opera
     fused kernels: zeros, where a softmax over -inf alone would give NaN, and NaN gradients
     to every bias."""
     if normaliser is not None:
-        return normaliser.applies_as.normalise(normaliser, logits, a, head_dim)
+        return normaliser.applies_as.normalise(normaliser, logits, a, v)
     if unattended is not None:
         logits = logits.masked_fill(unattended, 0.0)
     probs = _softmax(logits)
@@ -313,8 +313,7 @@ class PositionalAttentionCore:
             logits = logits + mask
         unattended = (None if key_padding_mask is None
                       else _unattended_queries(key_padding_mask, attn_mask))
-        probs, rest = _normalised(self._positions.normaliser, logits, a, unattended,
-                                  self.head_dim)
+        probs, rest = _normalised(self._positions.normaliser, logits, a, unattended, p.v)
         dropped = self._attention_dropout(probs)
         out = torch.matmul(dropped, p.v)
         if rest is not None:
@@ -385,7 +384,7 @@ class PositionalAttentionCore:
             if value_table is not None:
                 value_rows.append(value_table)
         probs, rest = _normalised(positions.normaliser, self._step_logits(a, by_key), a,
-                                  None, head_dim)
+                                  None, v)
         probs = self._attention_dropout(probs)
         out = torch.bmm(probs.reshape(rows, 1, a.k_len), v.view(rows, a.k_len, head_dim))
         if rest is not None:

@@ -163,7 +163,7 @@ TEXT: dict[tuple[str, str], tuple[str, str]] = {
                                    "the query and keys of an all-zero layer input "
                                    "(fairseq's projection biases), so every beta of a row is "
                                    "the same and the curve is the process's recency alone; "
-                                   "what a row leaves multiplies the learned b_h."),
+                                   "what a row leaves is --stickbreaking-remainder's."),
     ("path", "logits"): ("PaTH logits on the sentence, with and without the transforms",
                          "Yang et al. 2025 sec. 2: per decoder layer and head, q_i^T H_i ... "
                          "H_(j+1) k_j / sqrt(d_h) (the model's logits) beside q_i.k_j / "

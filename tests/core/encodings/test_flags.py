@@ -26,7 +26,8 @@ CHANGED = {
 ADDED = {"pos_kernels", "sandwich_dim", "fire_mlp_width", "fire_init_c", "fire_init_l",
          "fire_shared", "cope_npos", "cope_shared", "random_positions",
          "shape_max_shift", "rope_fraction", "encoder_pos_encoding",
-         "decoder_pos_encoding", "path_forget_gate", "stickbreaking_attend_current"}
+         "decoder_pos_encoding", "path_forget_gate", "stickbreaking_attend_current",
+         "stickbreaking_remainder"}
 #: Values of --pos-encoding added since the snapshot (the old ones keep their meaning).
 ADDED_ENCODINGS = {"kerple_log", "kerple_power", "sandwich", "fire", "cope", "shape",
                    "fox", "path", "stickbreaking"}

@@ -62,8 +62,8 @@ EXPECTED = {
     # decoders only (the encoder: sinusoidal). PaTH, per layer: the low-rank projection
     # 128 -> 32 -> 128, the depthwise convolution (128 channels x 3), beta's a (H x 128), b
     "path": L * (128 * 32 + 32 * 128 + 128 * 3 + H * 128 + H),
-    # stick-breaking, per layer: b_h (H x d_h), what the remaining stick multiplies
-    "stickbreaking": L * H * D,
+    # stick-breaking: no parameters (--stickbreaking-remainder bias: b_h per layer)
+    "stickbreaking": 0,
 }
 
 

@@ -7,7 +7,8 @@ the plugin's computation) against float64 loops of the papers' layers, token by 
   ``q_i^T H_i ... H_{j+1} k_j / sqrt(d_h)`` of explicit ``d_h x d_h`` matrices, plus FoX's
   ``sum_{t=j+1..i} log sigmoid(g_h . x_t + c_h)`` with ``path_forget_gate``.
 * Stick-breaking (Tan et al. 2025, sec. 2): keys walked from the nearest, each breaking
-  ``sigmoid(q.k / sqrt(d_h))`` of what is left, and the remaining stick times ``b_h``.
+  ``sigmoid(q.k / sqrt(d_h))`` of what is left; the stick left dropped, or times the
+  current token's value, or times ``b_h`` (``stickbreaking_remainder``).
 
 Then the output projection. A padded position (left padding, as fairseq pads sources) is
 dropped from the loop's sequence: the layer must give the same outputs at real tokens.
@@ -66,7 +67,7 @@ def naive_path_layer(layer, x):
     return layer.out_proj(out.reshape(T, D))
 
 
-def naive_stickbreaking_layer(layer, x, attend_current):
+def naive_stickbreaking_layer(layer, x, attend_current, remainder):
     term = layer.position_encoding
     T = x.size(0)
     q, k, v = heads(x, layer.q_proj) / math.sqrt(HD), heads(x, layer.k_proj), heads(x, layer.v_proj)
@@ -78,7 +79,10 @@ def naive_stickbreaking_layer(layer, x, attend_current):
                 beta = torch.sigmoid(q[i, h] @ k[j, h])
                 out[i, h] += stick * beta * v[j, h]
                 stick = stick * (1 - beta)
-            out[i, h] += stick * term.rest_bias[h]
+            if remainder == "value":  # what is left, on the current token's value
+                out[i, h] += stick * v[i, h]
+            elif remainder == "bias":
+                out[i, h] += stick * term.rest_bias[h]
     return layer.out_proj(out.reshape(T, D))
 
 
@@ -102,13 +106,15 @@ def test_path_layer_against_the_loop(forget_gate):
         torch.testing.assert_close(layer(batch, mask)[:, 3:], want, rtol=1e-9, atol=1e-10)
 
 
-@pytest.mark.parametrize("attend_current", [False, True])
-def test_stickbreaking_layer_against_the_loop(attend_current):
+@pytest.mark.parametrize("attend_current,remainder", [
+    (False, "none"), (True, "none"), (False, "value"), (False, "bias"), (True, "bias")])
+def test_stickbreaking_layer_against_the_loop(attend_current, remainder):
     layer = randomized(PositionalSelfAttention(
-        D, H, "stickbreaking", causal=True, stickbreaking_attend_current=attend_current))
+        D, H, "stickbreaking", causal=True, stickbreaking_attend_current=attend_current,
+        stickbreaking_remainder=remainder))
     x = torch.randn(2, 9, D, dtype=torch.float64)
     with torch.no_grad():
-        want = torch.stack([naive_stickbreaking_layer(layer, x[b], attend_current)
+        want = torch.stack([naive_stickbreaking_layer(layer, x[b], attend_current, remainder)
                             for b in range(2)])
         torch.testing.assert_close(layer(x), want, rtol=1e-9, atol=1e-10)
         batch, mask = left_padded(x, 2)
@@ -119,3 +125,16 @@ def test_stickbreaking_layer_against_the_loop(attend_current):
 def test_an_encoder_refuses_it(encoding):
     with pytest.raises(ValueError, match="causal attention only.*give the encoder another"):
         PositionalSelfAttention(D, H, encoding, causal=False)
+
+
+@pytest.mark.parametrize("encoding,options", [
+    ("path", {"path_forget_gate": True}),
+    ("stickbreaking", {"stickbreaking_remainder": "value"}),
+    ("stickbreaking", {"stickbreaking_remainder": "bias", "stickbreaking_attend_current": True}),
+])
+def test_decoding_and_padding_with_the_options(encoding, options):
+    """``check_encoding``'s incremental decoding, beam reordering and padding with the
+    options the built-in test leaves at their defaults."""
+    from fairseq_posenc.testing import check_encoding
+
+    check_encoding(encoding, **options)

@@ -28,17 +28,18 @@ class AttentionWeights(PositionEncoding):
         raise NotImplementedError
 
     @to_implement
-    def rest_term(self, rest: Tensor) -> Optional[Tensor]:
-        """The term added to ``sum_j A_ij v_j`` from what the weights leave, ``(B, H,
-        q_len, d_h)``, or None."""
+    def rest_term(self, rest: Tensor, v: Tensor) -> Optional[Tensor]:
+        """The term added to ``sum_j A_ij v_j`` from what the weights leave (``rest``,
+        ``(B, H, q_len)``; ``v`` the values of every key, the queries' the last ``q_len``),
+        ``(B, H, q_len, d_h)``, or None."""
         raise NotImplementedError
 
-    def normalise(self, logits: Tensor, a: Operands, head_dim: int
+    def normalise(self, logits: Tensor, a: Operands, v: Tensor
                   ) -> tuple[Tensor, Optional[Tensor]]:
         """The weights, and the term their rest adds to the output (checked)."""
         weights, rest = self.weights(logits, a.q_offset)
         weights = outputs.WEIGHTS.check(self, weights, a.sizes)
-        term = self.rest_term(rest)
+        term = self.rest_term(rest, v)
         if term is not None:
-            term = outputs.REST_TERM.check(self, term, (*a.sizes[:3], head_dim))
+            term = outputs.REST_TERM.check(self, term, (*a.sizes[:3], v.size(-1)))
         return weights, term
