@@ -132,7 +132,7 @@ def check_encoding(name: str, **options: Any) -> None:
     with torch.no_grad(), _one_thread():
         _check_incremental(stacks[0], label)
         _check_beam_reordering(stacks[0], label)
-        for stack in stacks:
+        for stack in reversed(stacks):  # the encoder's first, where there is one
             _check_padding(stack, label)
 
 
