@@ -9,6 +9,7 @@ tensor in the others. Timings of tiny models mean nothing: only their structure 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
@@ -26,10 +27,11 @@ def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("benchmark")
     # folders that do not exist yet: the run makes them before it times anything
     md, js, flat = out / "bench.md", out / "runs" / "bench.json", out / "flat" / "flat.json"
-    threads = torch.get_num_threads()
+    threads, log_level = torch.get_num_threads(), logging.getLogger("fairseq").level
     benchmark.main(["--quick", "--encodings", *ENCODINGS, "--threads", "1",
                     "--out-md", str(md), "--out-json", str(js), "--out-flat-json", str(flat)])
     assert torch.get_num_threads() == threads  # run() restores the thread count
+    assert logging.getLogger("fairseq").level == log_level  # and main() fairseq's log level
     assert (out / "runs" / "bench.json.partial").exists()  # written after each configuration
     FLAT.update(json.loads(flat.read_text()))
     return md.read_text(), json.loads(js.read_text())

@@ -99,13 +99,23 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
+    # fairseq logs every model it builds: quiet while the benchmark runs, then as it was
+    # (a caller in the same process, a test, keeps fairseq's training log)
+    fairseq_log = logging.getLogger("fairseq")
+    level = fairseq_log.level
+    fairseq_log.setLevel(logging.WARNING)
+    try:
+        return _main(args, argv)
+    finally:
+        fairseq_log.setLevel(level)
+
+
+def _main(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     # the report modules read JSON; the runner imports fairseq, only for a run
     from .merged import merged_document
     from .report import markdown_document
     from .runner import run
 
-    # fairseq logs every model it builds
-    logging.getLogger("fairseq").setLevel(logging.WARNING)
     if args.render:
         with open(args.render) as f:
             print(markdown_document(json.load(f)))
